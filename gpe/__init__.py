@@ -1,0 +1,12 @@
+"""gpe: run imperative TensorFlow 2 programs at graph speed without changing what they do.
+
+    @gpe.function
+    def train_step(x, y): ...
+
+`gpe.explain(fn)` shows where each line runs and which values cross.
+"""
+from gpe.api import explain, function
+from host.function import GpeWarning, SlicedFunction
+
+__all__ = ["GpeWarning", "SlicedFunction", "explain", "function"]
+__version__ = "0.1.0"

@@ -1,0 +1,62 @@
+"""The public API: `gpe.function` and `gpe.explain`."""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+from host.function import SlicedFunction
+from host.oracle import classify
+from slicer import ArgFact, Facts, Kind, Refusal, SlicePlan, slice_function
+
+
+def function(fn: Callable | None = None, *, profile_calls: int = 1):
+    """Slice `fn` into a host part and a TF part; use as `@gpe.function` or `@gpe.function()`.
+
+    profile_calls: how many calls per argument signature run eagerly, observed, before
+    the sliced version is built (their results are eager's).
+    """
+    def wrap(f: Callable) -> SlicedFunction:
+        if isinstance(f, SlicedFunction):
+            return f
+        return SlicedFunction(f, profile_calls=profile_calls)
+    return wrap(fn) if fn is not None else wrap
+
+
+def plan_for(fn: Callable) -> SlicePlan:
+    """The plan gpe uses for `fn`: its last sliced variant, else one assuming tensor args."""
+    if isinstance(fn, SlicedFunction) and fn.last_plan is not None:
+        return fn.last_plan
+    target = fn.fn if isinstance(fn, SlicedFunction) else inspect.unwrap(fn)
+    params = inspect.signature(target).parameters
+    args = {name: ArgFact(Kind.TENSOR) for name in params}
+    facts = Facts(args=args, classify=classify,
+                  assumed="not called yet: every argument is assumed to be a tensor")
+    return slice_function(target, facts)
+
+
+def explain(fn: Callable, file: Any = None) -> str:
+    """Print (to `file`, default stdout) and return where each line of `fn` runs."""
+    import sys
+    try:
+        text = format_plan(plan_for(fn))
+    except Refusal as refusal:
+        text = f"{getattr(fn, '__qualname__', fn)}: not sliced, runs eagerly\n  {refusal}\n"
+    print(text, end="", file=file or sys.stdout)
+    return text
+
+
+def format_plan(plan: SlicePlan) -> str:
+    lines = [f"{plan.qualname} ({plan.filename}:{plan.lineno})"]
+    lines += [f"  assumed: {a}" for a in plan.assumptions]
+    width = max((len(r.source) for r in plan.lines), default=10)
+    width = min(width, 48)
+    for report in plan.lines:
+        source = report.source if len(report.source) <= width else report.source[:width - 3] + "..."
+        lines.append(f"  {report.lineno:>4}  {report.place:<4}  {source:<{width}}  "
+                     f"{report.reason}")
+        for crossing in report.crossings:
+            lines.append(f"  {'':>4}  {'':<4}  {'':<{width}}    -> {crossing}")
+    channels = len(plan.channels)
+    lines.append(f"  {channels} channel{'s' if channels != 1 else ''}; the TF part is one "
+                 f"FunctionDef")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,107 @@
+"""Host stubs the generated host code calls: `_gpe_rt.begin(...)` and `_gpe_c.<op>(k, ...)`.
+
+`Runtime` is one variant's `_gpe_rt`; `begin` starts a call (sends the part number to the
+sink and the entry values) and returns the `CallContext` the rest of the call uses.
+A host exception inside the call runs `abort`: the next gate is told to cancel the rest of
+the TF part and outputs the host will not read are discarded in order, so the next call
+finds every channel as eager semantics would have left it.
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+
+from slicer.plan import ChannelKind
+from tfprog.channels import ValueSpec, matches, spec_of
+
+_TRUE = None
+
+
+class GuardError(RuntimeError):
+    """A value computed mid-call no longer fits the channel built for it."""
+
+
+def to_components(values, specs: list[ValueSpec], label: str) -> list:
+    out = []
+    for value, spec in zip(values, specs):
+        if hasattr(value, "_gpe_pending"):
+            value = value.resolve()
+        if not matches(spec, value):
+            raise GuardError(f"gpe: {label} expected {spec.describe()}, got "
+                             f"{_describe(value)}; this is not handled mid-call yet")
+        out.append(tf.constant(value, spec.dtype) if spec.python else value)
+    return out
+
+
+def _describe(value) -> str:
+    try:
+        return spec_of(value).describe()
+    except TypeError:
+        return type(value).__name__
+
+
+class Runtime:
+    """`_gpe_rt` of one variant's host code."""
+
+    def __init__(self, variant):
+        self.variant = variant
+        plan = variant.plan
+        self.op_pos = {k: i for i, k in enumerate(plan.host_ops)}
+        self.entry = next((c.index for c in plan.channels if c.kind == ChannelKind.ENTRY), None)
+
+    def begin(self, entry_values) -> "CallContext":
+        registration = self.variant.registration()
+        session = self.variant.session
+        try:
+            session.start_call(registration.index)
+        except tf.errors.OpError as exc:
+            session.raise_failure("the control queue", exc)
+        if self.entry is not None:
+            channel = registration.channels[self.entry]
+            channel.send(to_components(entry_values, channel.specs, channel.label))
+        return CallContext(self, registration)
+
+
+class CallContext:
+    __slots__ = ("rt", "channels", "pos")
+
+    def __init__(self, rt: Runtime, registration):
+        self.rt, self.channels, self.pos = rt, registration.channels, 0
+
+    def recv(self, k: int):
+        self.pos = self.rt.op_pos[k]
+        return self.channels[k].recv()
+
+    def gate(self, k: int, values) -> None:
+        self.pos = self.rt.op_pos[k]
+        channel = self.channels[k]
+        components = to_components(values, channel.specs, channel.label)
+        channel.send([_true()] + components)
+
+    def barrier(self, k: int) -> None:
+        self.pos = self.rt.op_pos[k]
+        channel = self.channels[k]
+        channel.wait()
+
+    def abort(self) -> None:
+        """Cancel what is left of this call's TF part (called on a host exception)."""
+        plan = self.rt.variant.plan
+        try:
+            for k in plan.host_ops[self.pos + 1:]:
+                kind = plan.channel(k).kind
+                channel = self.channels[k]
+                if kind == ChannelKind.GATE:
+                    flag = tf.constant(False)
+                    channel.send([flag] + [tf.zeros([], s.dtype) for s in channel.specs])
+                    return
+                if kind in (ChannelKind.OUTPUT, ChannelKind.BARRIER):
+                    channel.recv()  # dropped: dequeued, in order, when the next is needed
+        except Exception:  # the session failed: nothing is left to cancel
+            pass
+
+
+def _true():
+    global _TRUE
+    if _TRUE is None:
+        _TRUE = tf.constant(True)
+    return _TRUE
+

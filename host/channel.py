@@ -1,0 +1,70 @@
+"""The host end of one channel: eager enqueue/dequeue on its queue, in FIFO order.
+
+TF->host values are handed out as `Pending`s in the order the host program reaches them
+and dequeued in that same order when the first of them is needed. Pendings nobody asks
+for are still dequeued (the oldest first) once too many pile up, so a program that never
+reads a value does not grow the queue without bound.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+import weakref
+
+import tensorflow as tf
+from tensorflow.python.ops import gen_data_flow_ops
+
+from host.pending import Pending
+from tfprog.channels import ValueSpec
+
+MAX_UNREAD = 64
+
+
+class HostChannel:
+    def __init__(self, queue: tf.queue.FIFOQueue, dtypes: list[tf.DType],
+                 specs: list[ValueSpec], label: str, session):
+        self.queue, self.handle, self.session = queue, queue.queue_ref, session
+        self.dtypes, self.specs, self.label = dtypes, specs, label
+        self.dtype = specs[0].dtype if specs else tf.bool
+        self._waiting: collections.deque = collections.deque()
+        self._lock = threading.Lock()
+
+    # host -> TF ---------------------------------------------------------------------
+    def send(self, components: list) -> None:
+        try:
+            gen_data_flow_ops.queue_enqueue_v2(self.handle, components)
+        except (tf.errors.CancelledError, tf.errors.OutOfRangeError) as exc:
+            self.session.raise_failure(self.label, exc)
+
+    # TF -> host ---------------------------------------------------------------------
+    def recv(self) -> Pending:
+        pending = Pending(self)
+        with self._lock:
+            self._waiting.append(weakref.ref(pending))
+            if len(self._waiting) > MAX_UNREAD:
+                self._pull_one()
+        return pending
+
+    def resolve(self, pending: Pending) -> None:
+        with self._lock:
+            while pending._value is None:
+                self._pull_one()
+
+    def wait(self) -> None:
+        """Receive a token (barrier channels)."""
+        self.recv().resolve()
+
+    def _pull_one(self) -> None:
+        try:
+            value = gen_data_flow_ops.queue_dequeue_v2(self.handle, self.dtypes)
+        except (tf.errors.CancelledError, tf.errors.OutOfRangeError) as exc:
+            self.session.raise_failure(self.label, exc)
+        owner = self._waiting.popleft()()
+        if owner is not None:
+            owner._value = value[-1] if value else tf.constant(True)
+
+    def close(self) -> None:
+        try:
+            self.queue.close(cancel_pending_enqueues=True)
+        except tf.errors.OpError:
+            pass

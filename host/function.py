@@ -1,0 +1,240 @@
+"""`SlicedFunction`: what `@gpe.function` returns.
+
+Each call is matched to a variant by its argument signature (a host-side guard). A new
+signature is sliced, then run once eagerly with observation (the profile call, whose result
+is eager's), then its TF part is built and registered with the session; later calls with
+that signature run sliced. Anything that cannot be sliced or built runs eagerly, counted
+with its reason and warned about once per function.
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from host import signature
+from host.call import Runtime
+from host.loader import load
+from host.session import Registration, Session, get_session
+from slicer import Refusal, SlicePlan, slice_function
+from slicer.plan import ChannelKind
+from tfprog.channels import Unsendable, relaxed, spec_of
+from tfprog.part import Part, PartError, build_part
+
+log = logging.getLogger("gpe")
+
+MAX_VARIANTS = 16
+
+
+class GpeWarning(UserWarning):
+    """gpe runs (part of) a function eagerly; the message says why."""
+
+
+@dataclass
+class Stats:
+    calls: int = 0
+    graph_calls: int = 0
+    eager_calls: int = 0
+    profile_calls: int = 0
+    variants: int = 0
+    fallbacks: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"calls": self.calls, "graph_calls": self.graph_calls,
+                "eager_calls": self.eager_calls, "profile_calls": self.profile_calls,
+                "variants": self.variants, "fallbacks": dict(self.fallbacks)}
+
+
+class Variant:
+    """One sliced version of a function, for one argument signature."""
+
+    def __init__(self, owner: "SlicedFunction", plan: SlicePlan, bound: dict[str, Any]):
+        self.owner, self.plan, self.bound = owner, plan, bound
+        self.session: Session = get_session()
+        self.part: Part | None = None
+        self._registration: Registration | None = None
+        self.captured = {n: owner.lookup(n) for n in plan.captures}
+        self.host_fn = None
+
+    def build(self, specs) -> None:
+        fn = self.owner.fn
+        factory = lambda rt, k: load(self.plan.tf_source, None, fn,  # noqa: E731
+                                     {"_gpe_rt": rt, "_gpe_k": k}, signature=False)
+        self.part = build_part(self.plan, factory, self.bound, specs)
+        self.host_fn = load(self.plan.host_source, self.plan.host_tree, fn,
+                            {"_gpe_rt": Runtime(self)})
+
+    def registration(self) -> Registration:
+        session = self.session
+        if session.failed:
+            session.ensure_healthy()
+        reg = self._registration
+        if reg is None or reg.generation != session.generation:
+            reg = self._registration = session.register(self.part)
+        return reg
+
+    def captures_hold(self) -> bool:
+        lookup = self.owner.lookup
+        return all(lookup(n) is obj for n, obj in self.captured.items())
+
+
+class SlicedFunction:
+    def __init__(self, fn: Callable, profile_calls: int = 1):
+        self.fn = fn
+        self.profile_calls = max(1, profile_calls)
+        self.signature = inspect.signature(fn)
+        self.variants: dict[tuple, Variant] = {}
+        self.profiles: dict[tuple, list] = {}
+        self.refused: dict[tuple, str] = {}
+        self.dynamic: set[str] = set()
+        self.stats_ = Stats()
+        self.warned: set[str] = set()
+        self.last_plan: SlicePlan | None = None
+        self._lock = threading.RLock()
+        self.__wrapped__ = fn
+        for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
+            setattr(self, attr, getattr(fn, attr, None))
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return _BoundSliced(self, obj)
+
+    # calling --------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        stats = self.stats_
+        stats.calls += 1
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError:
+            return self._eager(args, kwargs, None)  # eager raises the same TypeError
+        bound.apply_defaults()
+        values = bound.arguments
+        key = tuple(signature.describe(v, name in self.dynamic) for name, v in values.items())
+        variant = self.variants.get(key)
+        if variant is not None and variant.captures_hold():
+            stats.graph_calls += 1
+            return variant.host_fn(*args, **kwargs)
+        if variant is not None:
+            del self.variants[key]
+            self._note(key, "a global or closure value the TF part captured was rebound")
+        if key in self.refused:
+            return self._eager(args, kwargs, None)
+        return self._first_calls(key, dict(values), args, kwargs)
+
+    def _eager(self, args, kwargs, reason: str | None):
+        self.stats_.eager_calls += 1
+        return self.fn(*args, **kwargs)
+
+    def _first_calls(self, key, values, args, kwargs):
+        with self._lock:
+            if len(self.variants) >= MAX_VARIANTS:
+                self._refuse(key, f"more than {MAX_VARIANTS} argument signatures")
+                return self._eager(args, kwargs, None)
+            self._mark_dynamic(key, values)
+            try:
+                plan = self._plan(key, values)
+            except Refusal as refusal:
+                self._refuse(key, str(refusal))
+                return self._eager(args, kwargs, None)
+            result, observed = self._profile(plan, args, kwargs)
+            runs = self.profiles.setdefault(key, [])
+            runs.append(observed)
+            if len(runs) >= self.profile_calls:
+                self._build(key, plan, values, runs)
+            return result
+
+    def _mark_dynamic(self, key, values) -> None:
+        """An int argument seen with a new value where all else matched is sent, not folded."""
+        for other in list(self.variants) + list(self.refused):
+            diff = [i for i, (a, b) in enumerate(zip(key, other)) if a != b]
+            if len(diff) == 1 and key[diff[0]][:2] == ("constant", "int"):
+                name = list(values)[diff[0]]
+                self.dynamic.add(name)
+                log.debug("%s: argument %s changes value; sent as a value from now on",
+                          self.__qualname__, name)
+
+    def _plan(self, key, values) -> SlicePlan:
+        key = tuple(signature.describe(v, n in self.dynamic) for n, v in values.items())
+        facts = signature.facts_for(key, values)
+        plan = slice_function(self.fn, facts)
+        self.last_plan = plan
+        log.debug("sliced %s\n--- host ---\n%s\n--- TF ---\n%s", self.__qualname__,
+                  plan.host_source, plan.tf_source)
+        return plan
+
+    def _profile(self, plan: SlicePlan, args, kwargs):
+        observed: dict[int, list] = {}
+
+        def observe(index, vals):
+            observed[index] = list(vals)
+
+        program = load(plan.profile_source, plan.profile_tree, self.fn, {"_gpe_obs": observe})
+        self.stats_.profile_calls += 1
+        self.stats_.eager_calls += 1
+        return program(*args, **kwargs), observed
+
+    def _build(self, key, plan: SlicePlan, values, runs) -> None:
+        try:
+            specs = _specs(plan, runs)
+            variant = Variant(self, plan, {n: values[n] for n in plan.bound})
+            variant.build(specs)
+        except (Unsendable, PartError, Refusal) as exc:
+            self._refuse(key, str(exc))
+            return
+        key = tuple(signature.describe(v, n in self.dynamic) for n, v in values.items())
+        self.variants[key] = variant
+        self.stats_.variants += 1
+
+    def _refuse(self, key, reason: str) -> None:
+        self.refused[key] = reason
+        self._note(key, reason)
+
+    def _note(self, key, reason: str) -> None:
+        self.stats_.fallbacks[reason] = self.stats_.fallbacks.get(reason, 0) + 1
+        if reason not in self.warned:
+            self.warned.add(reason)
+            warnings.warn(f"gpe: {self.__qualname__} runs eagerly: {reason}", GpeWarning,
+                          stacklevel=4)
+
+    # introspection ----------------------------------------------------------------------
+    def lookup(self, name: str):
+        code = self.fn.__code__
+        if self.fn.__closure__ and name in code.co_freevars:
+            return self.fn.__closure__[code.co_freevars.index(name)].cell_contents
+        return self.fn.__globals__.get(name)
+
+    def stats(self) -> dict[str, Any]:
+        return self.stats_.as_dict()
+
+
+class _BoundSliced:
+    """A sliced method bound to an instance (the instance is an ordinary host argument)."""
+
+    def __init__(self, sliced: SlicedFunction, obj):
+        self._sliced, self._obj = sliced, obj
+
+    def __call__(self, *args, **kwargs):
+        return self._sliced(self._obj, *args, **kwargs)
+
+    def stats(self):
+        return self._sliced.stats()
+
+
+def _specs(plan: SlicePlan, runs: list[dict[int, list]]) -> dict[int, list]:
+    """Channel specs from what the profile calls saw crossing host->TF."""
+    specs = {}
+    for channel in plan.channels:
+        if not channel.to_tf:
+            continue
+        seen = runs[-1].get(channel.index)
+        if seen is None:
+            raise PartError(f"the profile call never reached the crossing at line "
+                            f"{channel.lineno}")
+        found = [spec_of(v) for v in seen]
+        specs[channel.index] = found if channel.kind == ChannelKind.ENTRY else [
+            relaxed(s) for s in found]
+    return specs

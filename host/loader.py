@@ -1,0 +1,37 @@
+"""Turn a plan's generated source into a live Python function.
+
+The generated code is a factory `_gpe_factory(<runtime names>, <free variables>)` whose
+inner function is the program. The inner function is rebuilt around the original
+function's own closure cells (so it sees later writes to them) and its globals dict, and
+compiled under the user's file name so tracebacks point at the user's lines.
+"""
+from __future__ import annotations
+
+import types
+from typing import Any, Callable
+
+import gast
+
+
+def load(source: str, module: Any, fn: Callable, runtime: dict[str, Any],
+         signature: bool = True) -> Callable:
+    """`module`: the gast Module of `source` with the user's line numbers, or None."""
+    if module is not None:
+        import ast
+        tree = ast.fix_missing_locations(gast.gast_to_ast(module))
+        code = compile(tree, fn.__code__.co_filename, "exec")
+    else:
+        code = compile(source, fn.__code__.co_filename, "exec")
+    namespace: dict[str, Any] = {}
+    exec(code, fn.__globals__, namespace)  # defines the factory only, in `namespace`
+    factory = namespace["_gpe_factory"]
+    inner = next(c for c in factory.__code__.co_consts if isinstance(c, types.CodeType))
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    closure = tuple(cells[name] if name in cells else types.CellType(runtime[name])
+                    for name in inner.co_freevars)
+    program = types.FunctionType(inner, fn.__globals__, fn.__name__, None, closure)
+    if signature:  # the program takes the original arguments
+        program.__defaults__ = fn.__defaults__
+        program.__kwdefaults__ = fn.__kwdefaults__
+        program.__qualname__ = fn.__qualname__
+    return program

@@ -1,0 +1,170 @@
+"""The Session: one graph of TF parts and one sink thread, shared by the whole program.
+
+Each sliced variant registers its TF part once; the session creates the part's channel
+queues and (re)starts the sink with every registered part. A new sink first waits for the
+previous one to finish the calls already sent to it, so calls keep their order. When the
+sink fails (an error inside a TF part) every queue is closed so that no host wait hangs;
+the host raises the error and the next call starts a fresh generation.
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from dataclasses import dataclass
+
+import tensorflow as tf
+from tensorflow.python.ops import gen_data_flow_ops
+
+from host.channel import HostChannel
+from tfprog.channels import make_queue
+from tfprog.part import Part
+from tfprog.sink import STOP, build_sink
+
+log = logging.getLogger("gpe")
+
+CLOSE_TIMEOUT_S = 5.0
+_INDEX_TENSORS: dict[int, tf.Tensor] = {}
+
+
+@dataclass
+class Registration:
+    index: int                     # the part's number in the sink
+    channels: list[HostChannel]    # by channel index
+    generation: int
+
+
+class Session:
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._new_generation()
+        self.generation = 0
+
+    def _new_generation(self) -> None:
+        self.control = tf.queue.FIFOQueue(-1, [tf.int32])
+        self.parts: list[tuple[Part, Registration]] = []
+        self.thread: threading.Thread | None = None
+        self.failure: BaseException | None = None
+        self.failed = False
+
+    # registration ---------------------------------------------------------------------
+    def register(self, part: Part) -> Registration:
+        with self._lock:
+            self._recover()
+            channels = []
+            for channel in part.plan.channels:
+                dtypes = part.dtypes(channel.index)
+                queue = make_queue(dtypes, channel.to_tf)
+                label = (f"channel {channel.index} ({channel.kind.name.lower()} "
+                         f"{', '.join(channel.names)}) of {part.plan.qualname} at "
+                         f"{part.plan.filename}:{channel.lineno}")
+                channels.append(HostChannel(queue, dtypes, part.specs[channel.index], label, self))
+            registration = Registration(len(self.parts), channels, self.generation)
+            self.parts.append((part, registration))
+            self._restart()
+            log.debug("registered %s as part %d", part.function_name, registration.index)
+            return registration
+
+    def _restart(self) -> None:
+        sink = build_sink(self.control, [
+            (part.function, [c.handle for c in reg.channels]) for part, reg in self.parts])
+        previous = self.thread
+        if previous is not None:
+            self._enqueue_control(STOP)
+        self.thread = threading.Thread(target=self._run, args=(sink, previous),
+                                       name="gpe-sink", daemon=True)
+        self.thread.start()
+
+    def _run(self, sink, previous: threading.Thread | None) -> None:
+        if previous is not None:
+            previous.join()
+        if self.failed:
+            return
+        try:
+            sink()
+        except Exception as exc:  # an error inside a TF part: wake every waiting host op
+            self._fail(exc)
+
+    # calls --------------------------------------------------------------------------
+    def start_call(self, index: int) -> None:
+        self._enqueue_control(index)
+
+    def _enqueue_control(self, index: int) -> None:
+        tensor = _INDEX_TENSORS.get(index)
+        if tensor is None:
+            tensor = _INDEX_TENSORS.setdefault(index, tf.constant(index, tf.int32))
+        gen_data_flow_ops.queue_enqueue_v2(self.control.queue_ref, [tensor])
+
+    # failure and shutdown ------------------------------------------------------------
+    def _fail(self, exc: BaseException) -> None:
+        with self._lock:
+            self.failure, self.failed = exc, True
+            log.debug("sink failed: %s", exc)
+            self._close_queues()
+
+    def _close_queues(self) -> None:
+        for _, reg in self.parts:
+            for channel in reg.channels:
+                channel.close()
+        try:
+            self.control.close(cancel_pending_enqueues=True)
+        except tf.errors.OpError:
+            pass
+
+    def take_failure(self) -> BaseException | None:
+        """The error that stopped the sink, if any (each error is handed out once)."""
+        with self._lock:
+            failure, self.failure = self.failure, None
+            return failure
+
+    def raise_failure(self, label: str, cause: BaseException | None = None):
+        """Raise the error that stopped the sink, as the exception type eager raises."""
+        failure = self.take_failure()
+        if failure is None:
+            raise RuntimeError(f"gpe: {label} was closed (the session shut down)") from cause
+        if isinstance(failure, tf.errors.OpError):
+            raise type(failure)(failure.node_def, failure.op, f"{failure.message}\n  "
+                                f"(raised in the TF part; the host was at {label})") from None
+        raise failure
+
+    def _recover(self) -> None:
+        if self.failed:
+            self.generation += 1
+            self._new_generation()
+
+    def ensure_healthy(self) -> None:
+        with self._lock:
+            if self.failed:
+                self.take_failure()
+                self._recover()
+
+    def close(self) -> None:
+        """Stop the sink after the calls already sent (bounded wait, then cancel)."""
+        with self._lock:
+            thread = self.thread
+            if thread is None or self.failed:
+                return
+            try:
+                self._enqueue_control(STOP)
+            except tf.errors.OpError:
+                pass
+        thread.join(CLOSE_TIMEOUT_S)
+        if thread.is_alive():
+            self._close_queues()
+            thread.join(CLOSE_TIMEOUT_S)
+        self.thread = None
+
+
+_session: Session | None = None
+_session_lock = threading.Lock()
+
+
+def get_session() -> Session:
+    global _session
+    if _session is None:
+        with _session_lock:
+            if _session is None:
+                _session = Session()
+                atexit.register(_session.close)
+    return _session
+

@@ -1,0 +1,54 @@
+"""Call signatures: the host-side guard on arguments, and the facts the slicer is given.
+
+`describe(value)` gives one argument's entry in the cache key: dtype and shape for
+tensors and arrays, the value itself for Python ints/bools/strings/None (folded into the
+TF part as constants), the identity of a tf.Variable. `facts_for(key, names)` turns a key
+into the slicer's `Facts`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from host import oracle
+from slicer.facts import ArgFact, Facts, Kind
+
+_FOLDED = (bool, int, str, type(None))
+
+
+def describe(value: Any, dynamic: bool = False) -> tuple:
+    """One argument's part of the cache key. `dynamic`: send ints instead of folding them."""
+    if isinstance(value, tf.Variable):
+        return ("variable", id(value))
+    if hasattr(value, "_gpe_pending") or isinstance(value, tf.Tensor):
+        return ("tensor", value.dtype.name, tuple(value.shape))
+    if type(value) in _FOLDED and not (dynamic and type(value) is int):
+        return ("constant", type(value).__name__, value)
+    if type(value) in (float, int, complex):
+        return ("python", type(value).__name__)
+    if isinstance(value, (np.ndarray, np.generic)):
+        return ("array", value.dtype.str, np.shape(value))
+    return ("object", type(value).__qualname__, id(type(value)))
+
+
+def arg_fact(entry: tuple, value: Any) -> ArgFact:
+    what = entry[0]
+    if what == "variable":
+        return ArgFact(Kind.VARIABLE, constant=True, value=value, python_type="Variable")
+    if what == "tensor":
+        return ArgFact(Kind.TENSOR, dtype=entry[1], shape=entry[2], python_type="Tensor")
+    if what == "constant":
+        kind = Kind.PY_SCALAR if entry[1] in ("bool", "int") else Kind.HOST_DATA
+        return ArgFact(kind, python_type=entry[1], constant=True, value=value)
+    if what == "python":
+        return ArgFact(Kind.PY_SCALAR, python_type=entry[1])
+    if what == "array":
+        return ArgFact(Kind.HOST_DATA, dtype=entry[1], shape=entry[2], python_type="ndarray")
+    return ArgFact(Kind.HOST, python_type=entry[1])
+
+
+def facts_for(key: tuple, bound: dict[str, Any], assumed: str = "") -> Facts:
+    args = {name: arg_fact(entry, bound[name]) for name, entry in zip(bound, key)}
+    return Facts(args=args, classify=oracle.classify, assumed=assumed)

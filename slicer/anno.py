@@ -1,0 +1,43 @@
+"""Analysis results attached to AST nodes.
+
+Every analysis stores what it finds on the nodes it analysed, under a key of `Key`; the
+key's value documents what is stored. Nothing else passes facts around between passes.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+_FIELD = "_gpe_anno"
+
+
+class Key(enum.Enum):
+    KIND = "facts.Kind of an expression's value (set by kinds.resolve)"
+    READS = "frozenset of names a statement reads (set by activity.resolve)"
+    WRITES = "frozenset of names a statement binds (set by activity.resolve)"
+    PLACE = "placement.Place of a statement (set by placement.resolve)"
+    REASON = "str: why the statement has its place (set by placement.resolve)"
+    EFFECT = "bool: the statement changes TF state (set by placement.resolve)"
+    SYNC = "bool: a host statement that touches TF state directly (set by placement.resolve)"
+    ORIGIN = "int: source line (in the user's file) the statement was derived from"
+    ENTRY = "tuple of names sent host->TF when a call starts (on the FunctionDef; crossings)"
+    OUTPUTS = "tuple of names the TF part sends to the host right after this statement"
+    GATE = ("tuple of names: before this TF statement the TF part waits for the host to get "
+            "here (and receives these values); absent when no gate is needed")
+    BARRIER = "bool: before this host statement the host waits for the TF part's effects"
+
+
+def get(node: Any, key: Key, default: Any = None) -> Any:
+    return getattr(node, _FIELD, {}).get(key, default)
+
+
+def has(node: Any, key: Key) -> bool:
+    return key in getattr(node, _FIELD, {})
+
+
+def set(node: Any, key: Key, value: Any) -> None:  # noqa: A001 - mirrors get/has
+    annos = getattr(node, _FIELD, None)
+    if annos is None:
+        annos = {}
+        setattr(node, _FIELD, annos)
+    annos[key] = value

@@ -1,0 +1,70 @@
+"""Type facts the slicer works on, as plain data (the slicer never imports TensorFlow).
+
+The caller (the host package) classifies the objects it sees into `Kind`s and describes
+the arguments of the call being sliced as `ArgFact`s.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+
+class Kind(enum.Enum):
+    TENSOR = "a TF tensor value"
+    VARIABLE = "a tf.Variable (captured by handle in the TF part)"
+    TF_OBJECT = "a TF-side object such as a GradientTape (exists only in the TF part)"
+    TF_MODULE = "the tensorflow module or one of its submodules"
+    TF_OP = "a callable that builds TF ops and returns tensors"
+    TF_EFFECT_OP = "a callable that builds a stateful TF op (tf.print, asserts)"
+    TF_FACTORY = "a TF callable returning a TF-side object (tf.GradientTape)"
+    PY_SCALAR = "a Python int, float or bool"
+    HOST_FN = "a host callable known not to touch TF state (builtins, numpy, math)"
+    HOST_DATA = "plain Python data (containers, strings, arrays): its methods do not touch TF"
+    HOST = "any other host value or callable (calling it may touch TF state)"
+
+
+TF_KINDS = frozenset({Kind.TENSOR, Kind.VARIABLE, Kind.TF_OBJECT})
+"""Kinds of values that live in the TF part."""
+
+MATERIALIZE_METHODS = frozenset({"numpy", "tolist", "item", "__array__"})
+"""Methods of a TF value that hand its contents to Python (host side)."""
+
+VARIABLE_EFFECT_METHODS = frozenset({
+    "assign", "assign_add", "assign_sub", "scatter_update", "scatter_add", "scatter_sub",
+    "scatter_nd_update", "scatter_nd_add", "scatter_nd_sub", "scatter_max", "scatter_min",
+})
+"""Methods of a tf.Variable that write it."""
+
+META_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "name", "device"})
+"""Attributes of a TF value that are static metadata, readable on either side."""
+
+MATERIALIZE_BUILTINS = frozenset({"float", "int", "bool", "complex", "len", "str", "repr", "print"})
+"""Builtins whose use on a TF value needs that value on the host."""
+
+
+@dataclass(frozen=True)
+class ArgFact:
+    """What is known about one argument of the call being sliced.
+
+    kind: its Kind; dtype: dtype name for tensors and arrays; shape: tuple of ints/None;
+    python_type: the Python type name; constant: True when the value is folded into the
+    TF part as a constant (and guarded), in which case `value` holds it.
+    """
+
+    kind: Kind
+    dtype: str | None = None
+    shape: tuple | None = None
+    python_type: str = ""
+    constant: bool = False
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything the slicer is told. `classify` maps a namespace object to its Kind."""
+
+    args: Mapping[str, ArgFact]
+    classify: Callable[[Any], Kind]
+    assumed: str = ""  # human-readable note of what was assumed (for explain)
+    extra: Mapping[str, Any] = field(default_factory=dict)

@@ -1,0 +1,193 @@
+"""Split statements that mix TF and host work into statements that are one or the other.
+
+`transform(parsed)` rewrites the function body in place. In a host statement, each
+largest sub-expression that can run in the TF part is moved before it into a TF
+temporary (`_gpe_tN = tf.reduce_sum(x)`); in a TF statement, each largest
+sub-expression only the host can compute is moved before it into a host temporary
+(`_gpe_hN = np.arange(3)`). Reading a tf.Variable's value on the host becomes a read in
+the TF part. Every statement gets `Key.ORIGIN`, its line in the user's file.
+Needs kinds.resolve first; run kinds.resolve again afterwards.
+"""
+from __future__ import annotations
+
+import itertools
+
+import gast
+
+from slicer import anno
+from slicer.anno import Key
+from slicer.facts import MATERIALIZE_BUILTINS, MATERIALIZE_METHODS, TF_KINDS, Kind
+from slicer.parser import Parsed
+
+_CONDITIONAL = (gast.IfExp, gast.BoolOp, gast.Lambda, gast.ListComp, gast.SetComp,
+                gast.DictComp, gast.GeneratorExp)
+_TF_CALLABLES = (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_FACTORY)
+
+
+def transform(parsed: Parsed) -> None:
+    counter = itertools.count()
+    parsed.node.body = _block(parsed.node.body, counter)
+
+
+def tf_evaluable(node: gast.AST) -> bool:
+    """True if the TF part can evaluate `node` (names are leaves that may cross)."""
+    kind = anno.get(node, Key.KIND)
+    if isinstance(node, (gast.Name, gast.Constant)):
+        return True
+    if isinstance(node, gast.Attribute):
+        base = anno.get(node.value, Key.KIND)
+        if base in TF_KINDS:
+            return node.attr not in MATERIALIZE_METHODS and tf_evaluable(node.value)
+        return base == Kind.TF_MODULE or kind in _TF_CALLABLES or kind == Kind.TF_OBJECT
+    if isinstance(node, gast.Call):
+        return (anno.get(node.func, Key.KIND) in _TF_CALLABLES and tf_evaluable(node.func)
+                and all(tf_evaluable(a) for a in node.args)
+                and all(tf_evaluable(k.value) for k in node.keywords))
+    if isinstance(node, (gast.BinOp, gast.UnaryOp, gast.Compare, gast.Subscript)):
+        return kind in TF_KINDS and all(
+            tf_evaluable(c) for c in gast.iter_child_nodes(node) if isinstance(c, gast.expr))
+    if isinstance(node, (gast.Tuple, gast.List, gast.Slice, gast.Starred)):
+        return all(tf_evaluable(c) for c in gast.iter_child_nodes(node)
+                   if isinstance(c, gast.expr))
+    return False
+
+
+def _tf_operation(node: gast.expr) -> bool:
+    """True if the TF part can run `node`'s own operation (its operands aside)."""
+    kind = anno.get(node, Key.KIND)
+    if isinstance(node, (gast.Tuple, gast.List, gast.Slice, gast.Starred)):
+        return True
+    if isinstance(node, gast.Attribute):
+        base = anno.get(node.value, Key.KIND)
+        if base in TF_KINDS:
+            return node.attr not in MATERIALIZE_METHODS
+        return base == Kind.TF_MODULE or kind in _TF_CALLABLES or kind == Kind.TF_OBJECT
+    if isinstance(node, gast.Call):
+        return anno.get(node.func, Key.KIND) in _TF_CALLABLES
+    if isinstance(node, (gast.BinOp, gast.UnaryOp, gast.Compare, gast.Subscript)):
+        return kind in TF_KINDS
+    return False
+
+
+def is_tf_statement(node: gast.stmt) -> bool:
+    """A statement the TF part runs (before hoisting: one that should run there)."""
+    if isinstance(node, gast.Assign):
+        return (len(node.targets) == 1 and _names_only(node.targets[0])
+                and anno.get(node.value, Key.KIND) in TF_KINDS)
+    if isinstance(node, gast.AugAssign):
+        return (isinstance(node.target, gast.Name)
+                and anno.get(node.target, Key.KIND) in TF_KINDS)
+    if isinstance(node, gast.Expr):
+        return (isinstance(node.value, gast.Call)
+                and anno.get(node.value, Key.KIND) in (Kind.TENSOR, Kind.TF_OBJECT))
+    return False
+
+
+def is_tf_with(node: gast.stmt) -> bool:
+    return isinstance(node, gast.With) and all(
+        anno.get(item.context_expr, Key.KIND) == Kind.TF_OBJECT for item in node.items)
+
+
+def _names_only(target: gast.AST) -> bool:
+    if isinstance(target, gast.Name):
+        return True
+    return isinstance(target, (gast.Tuple, gast.List)) and all(
+        _names_only(e) for e in target.elts)
+
+
+def _block(stmts: list[gast.stmt], counter) -> list[gast.stmt]:
+    out: list[gast.stmt] = []
+    for stmt in stmts:
+        origin = anno.get(stmt, Key.ORIGIN, getattr(stmt, "lineno", 0))
+        if is_tf_with(stmt):
+            stmt.body = _block(stmt.body, counter)
+            pre = []
+        elif is_tf_statement(stmt):
+            pre = _Hoister(counter, to_host=True).run(stmt)
+        else:
+            pre = _Hoister(counter, to_host=False).run(stmt)
+        if isinstance(stmt, gast.Expr) and isinstance(stmt.value, gast.Name) and pre:
+            stmt = None  # the whole expression moved into the TF part
+        for new in pre + ([stmt] if stmt is not None else []):
+            gast.copy_location(new, pre[-1] if stmt is None else stmt)
+            anno.set(new, Key.ORIGIN, origin)
+            out.append(new)
+    return out
+
+
+class _Hoister(gast.NodeTransformer):
+    """Moves sub-expressions out of one statement into temporaries before it.
+
+    to_host=False: the statement runs on the host; move TF work out into TF temps.
+    to_host=True: the statement runs in TF; move host-only work out into host temps.
+    """
+
+    def __init__(self, counter, to_host: bool):
+        self.counter, self.to_host, self.pre = counter, to_host, []
+
+    def run(self, stmt: gast.stmt) -> list[gast.stmt]:
+        if isinstance(stmt, (gast.Assign, gast.AnnAssign, gast.AugAssign, gast.Expr,
+                             gast.Return)):
+            if stmt.value is not None:
+                stmt.value = self.visit(stmt.value)
+            if not self.to_host and isinstance(stmt, gast.Assign):
+                stmt.targets = [self._targets(t) for t in stmt.targets]
+        return self.pre
+
+    def _targets(self, target: gast.AST) -> gast.AST:
+        # `self.x[i] = ...`: the object and index expressions are evaluated first.
+        if isinstance(target, gast.Subscript):
+            target.slice = self.visit(target.slice)
+        return target
+
+    def visit(self, node: gast.AST) -> gast.AST:
+        if not isinstance(node, gast.expr):
+            return self.generic_visit(node) if isinstance(node, gast.keyword) else node
+        if isinstance(node, _CONDITIONAL):
+            return node
+        if isinstance(node, gast.Call):
+            return self.visit_Call(node)
+        if self._hoistable(node):
+            return self._hoist(node)
+        return self.generic_visit(node)
+
+    def visit_Call(self, node: gast.Call) -> gast.AST:
+        if self._hoistable(node):
+            return self._hoist(node)
+        if not self.to_host:
+            # `v.numpy()`, `float(v)`: the host wants the value, read it in program order.
+            func = node.func
+            if isinstance(func, gast.Attribute) and func.attr in MATERIALIZE_METHODS and (
+                    anno.get(func.value, Key.KIND) == Kind.VARIABLE):
+                func.value = self._hoist(_read_value(func.value))
+            elif isinstance(func, gast.Name) and func.id in MATERIALIZE_BUILTINS:
+                node.args = [self._hoist(_read_value(a)) if anno.get(a, Key.KIND)
+                             == Kind.VARIABLE and func.id != "print" else a
+                             for a in node.args]
+        return self.generic_visit(node)
+
+    def _hoistable(self, node: gast.AST) -> bool:
+        if isinstance(node, (gast.Name, gast.Constant)):
+            return False
+        if self.to_host:
+            return not _tf_operation(node)
+        return anno.get(node, Key.KIND) == Kind.TENSOR and tf_evaluable(node)
+
+    def _hoist(self, node: gast.expr) -> gast.Name:
+        prefix = "_gpe_h" if self.to_host else "_gpe_t"
+        name = f"{prefix}{next(self.counter)}"
+        self.pre.append(gast.Assign(targets=[_name(name, gast.Store())], value=node,
+                                    type_comment=None))
+        return _name(name, gast.Load())
+
+
+def _read_value(var: gast.expr) -> gast.Call:
+    call = gast.Call(func=gast.Attribute(value=var, attr="read_value", ctx=gast.Load()),
+                     args=[], keywords=[])
+    anno.set(call.func, Key.KIND, Kind.TF_OP)
+    anno.set(call, Key.KIND, Kind.TENSOR)
+    return call
+
+
+def _name(name: str, ctx) -> gast.Name:
+    return gast.Name(id=name, ctx=ctx, annotation=None, type_comment=None)

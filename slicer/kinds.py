@@ -1,0 +1,238 @@
+"""Kind inference: what each expression's value is (a TF value, a host value, ...).
+
+`resolve(parsed, facts)` walks the function's statements in program order and sets
+`Key.KIND` on every expression node it can see, starting from the argument facts and
+the objects the function's free names refer to. Needs nothing to have run first; run
+it again after a pass that adds statements.
+"""
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import gast
+
+from slicer import anno
+from slicer.anno import Key
+from slicer.facts import (MATERIALIZE_METHODS, META_ATTRIBUTES, TF_KINDS,
+                          VARIABLE_EFFECT_METHODS, Facts, Kind)
+from slicer.parser import MISSING, Parsed
+
+_SCALAR_BUILTINS = {"float": Kind.PY_SCALAR, "int": Kind.PY_SCALAR, "bool": Kind.PY_SCALAR}
+_DATA_TYPES = (list, dict, tuple, set, str, bytes, type(None))
+_PLAIN = frozenset({Kind.PY_SCALAR, Kind.HOST_DATA})
+
+
+def resolve(parsed: Parsed, facts: Facts) -> None:
+    env = {name: fact.kind for name, fact in facts.args.items()}
+    _Inferer(parsed, facts, env).block(parsed.node.body)
+
+
+def static_value(node: gast.AST, parsed: Parsed) -> Any:
+    """The object a Name or dotted Attribute chain refers to in the namespace, or MISSING."""
+    if isinstance(node, gast.Name):
+        return parsed.lookup(node.id)
+    if isinstance(node, gast.Attribute):
+        base = static_value(node.value, parsed)
+        if base is MISSING:
+            return MISSING
+        return getattr(base, node.attr, MISSING)
+    return MISSING
+
+
+def is_tf(node: gast.AST) -> bool:
+    return anno.get(node, Key.KIND) in TF_KINDS
+
+
+class _Inferer:
+    def __init__(self, parsed: Parsed, facts: Facts, env: dict[str, Kind]):
+        self.parsed, self.facts, self.env = parsed, facts, env
+        self.local_names = _bound_names(parsed.node)
+
+    # statements -------------------------------------------------------------------
+    def block(self, stmts: list[gast.stmt]) -> None:
+        for stmt in stmts:
+            self.stmt(stmt)
+
+    def stmt(self, node: gast.stmt) -> None:
+        if isinstance(node, gast.Assign):
+            kind = self.expr(node.value)
+            for target in node.targets:
+                self.bind(target, kind, node.value)
+        elif isinstance(node, gast.AugAssign):
+            kind = self._join([self.expr(node.target), self.expr(node.value)])
+            self.bind(node.target, kind, None)
+        elif isinstance(node, gast.AnnAssign):
+            if node.value is not None:
+                self.bind(node.target, self.expr(node.value), node.value)
+        elif isinstance(node, gast.With):
+            for item in node.items:
+                kind = self.expr(item.context_expr)
+                if item.optional_vars is not None:
+                    bound = Kind.TF_OBJECT if kind in (Kind.TF_OBJECT,) else Kind.HOST
+                    self.bind(item.optional_vars, bound, None)
+            self.block(node.body)
+        else:
+            for child in gast.iter_child_nodes(node):
+                if isinstance(child, gast.expr):
+                    self.expr(child)
+            for field in ("body", "orelse", "finalbody"):
+                self.block(getattr(node, field, []) or [])
+
+    def bind(self, target: gast.AST, kind: Kind, value: gast.AST | None) -> None:
+        anno.set(target, Key.KIND, kind)
+        if isinstance(target, gast.Name):
+            self.env[target.id] = kind
+        elif isinstance(target, (gast.Tuple, gast.List)):
+            values = value.elts if isinstance(value, (gast.Tuple, gast.List)) else None
+            for i, elt in enumerate(target.elts):
+                sub = self.expr(values[i]) if values and i < len(values) else (
+                    Kind.TENSOR if kind in TF_KINDS else Kind.HOST)
+                self.bind(elt, sub, values[i] if values and i < len(values) else None)
+        else:  # attribute or subscript targets: evaluate their sub-expressions
+            for child in gast.iter_child_nodes(target):
+                if isinstance(child, gast.expr):
+                    self.expr(child)
+
+    # expressions ------------------------------------------------------------------
+    def expr(self, node: gast.expr) -> Kind:
+        method = getattr(self, "_" + type(node).__name__, None)
+        if method is None:
+            for child in gast.iter_child_nodes(node):
+                if isinstance(child, gast.expr):
+                    self.expr(child)
+            kind = Kind.HOST
+        else:
+            kind = method(node)
+        anno.set(node, Key.KIND, kind)
+        return kind
+
+    def _Name(self, node: gast.Name) -> Kind:
+        if node.id in self.env:
+            return self.env[node.id]
+        if node.id in self.local_names:
+            return Kind.HOST
+        obj = self.parsed.lookup(node.id)
+        return Kind.HOST if obj is MISSING else self.classify(obj)
+
+    def _Constant(self, node: gast.Constant) -> Kind:
+        return Kind.PY_SCALAR if isinstance(node.value, (bool, int, float)) else Kind.HOST_DATA
+
+    def _Attribute(self, node: gast.Attribute) -> Kind:
+        base = self.expr(node.value)
+        if base in (Kind.TENSOR, Kind.VARIABLE):
+            if node.attr in MATERIALIZE_METHODS:
+                return Kind.HOST_FN
+            return Kind.HOST if node.attr in META_ATTRIBUTES else Kind.TF_OP
+        if base == Kind.TF_OBJECT:
+            return Kind.TF_OP
+        if base == Kind.HOST_DATA:
+            return Kind.HOST_FN
+        if base == Kind.TF_MODULE or _is_static(node.value, self):
+            return self.classify(static_value(node, self.parsed))
+        return Kind.HOST
+
+    def _Call(self, node: gast.Call) -> Kind:
+        fkind = self.expr(node.func)
+        for arg in node.args:
+            self.expr(arg)
+        for keyword in node.keywords:
+            self.expr(keyword.value)
+        if fkind in (Kind.TF_OP, Kind.TF_EFFECT_OP):
+            return Kind.TENSOR
+        if fkind == Kind.TF_FACTORY:
+            return Kind.TF_OBJECT
+        if fkind == Kind.HOST_FN:
+            name = node.func.id if isinstance(node.func, gast.Name) else ""
+            return _SCALAR_BUILTINS.get(name, Kind.HOST_DATA)
+        return Kind.HOST
+
+    def _BinOp(self, node: gast.BinOp) -> Kind:
+        return self._join([self.expr(node.left), self.expr(node.right)])
+
+    def _UnaryOp(self, node: gast.UnaryOp) -> Kind:
+        kind = self.expr(node.operand)
+        if isinstance(node.op, gast.Not):
+            return Kind.HOST if kind in TF_KINDS else kind
+        return self._join([kind])
+
+    def _Compare(self, node: gast.Compare) -> Kind:
+        kinds = [self.expr(node.left)] + [self.expr(c) for c in node.comparators]
+        if any(isinstance(op, (gast.Is, gast.IsNot, gast.In, gast.NotIn)) for op in node.ops):
+            return Kind.HOST
+        return self._join(kinds)
+
+    def _Subscript(self, node: gast.Subscript) -> Kind:
+        base = self.expr(node.value)
+        self.expr(node.slice)
+        return Kind.TENSOR if base in TF_KINDS else Kind.HOST
+
+    def _Slice(self, node: gast.Slice) -> Kind:
+        for part in (node.lower, node.upper, node.step):
+            if part is not None:
+                self.expr(part)
+        return Kind.HOST
+
+    def _Tuple(self, node: gast.Tuple) -> Kind:
+        kinds = [self.expr(e) for e in node.elts]
+        if kinds and any(k in TF_KINDS for k in kinds) and all(
+                k in TF_KINDS or k == Kind.PY_SCALAR for k in kinds):
+            return Kind.TENSOR
+        return self._join(kinds) if kinds else Kind.HOST_DATA
+
+    _List = _Tuple
+
+    def _Dict(self, node: gast.Dict) -> Kind:
+        kinds = [self.expr(e) for e in node.keys + node.values if e is not None]
+        return Kind.HOST_DATA if all(k in _PLAIN for k in kinds) else Kind.HOST
+
+    _Set = _Tuple
+
+    # helpers ----------------------------------------------------------------------
+    def _join(self, kinds: list[Kind]) -> Kind:
+        if any(k in TF_KINDS for k in kinds):
+            return Kind.TENSOR
+        if kinds and all(k == Kind.PY_SCALAR for k in kinds):
+            return Kind.PY_SCALAR
+        return Kind.HOST_DATA if all(k in _PLAIN for k in kinds) else Kind.HOST
+
+    def classify(self, obj: Any) -> Kind:
+        if obj is MISSING:
+            return Kind.HOST
+        if isinstance(obj, (bool, int, float)):
+            return Kind.PY_SCALAR
+        if isinstance(obj, _DATA_TYPES):
+            return Kind.HOST_DATA
+        if obj is print or (callable(obj) and getattr(obj, "__module__", None) == "builtins"
+                            and getattr(builtins, getattr(obj, "__name__", ""), None) is obj):
+            return Kind.HOST_FN
+        return self.facts.classify(obj)
+
+
+def _is_static(node: gast.AST, inferer: _Inferer) -> bool:
+    """A Name/Attribute chain rooted at a free (global/closure) name, not a local."""
+    while isinstance(node, gast.Attribute):
+        node = node.value
+    return isinstance(node, gast.Name) and node.id not in inferer.env and (
+        node.id not in inferer.local_names)
+
+
+def _bound_names(fn: gast.FunctionDef) -> set[str]:
+    names = {a.id for a in fn.args.args + fn.args.kwonlyargs}
+    for extra in (fn.args.vararg, fn.args.kwarg):
+        if extra is not None:
+            names.add(extra.id)
+    for node in gast.walk(fn):
+        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
+            names.add(node.id)
+    return names
+
+
+def effect_call(node: gast.AST) -> bool:
+    """True for a call that writes TF state: `v.assign*(...)` or a stateful TF op."""
+    if not isinstance(node, gast.Call):
+        return False
+    func = node.func
+    if isinstance(func, gast.Attribute) and func.attr in VARIABLE_EFFECT_METHODS:
+        return anno.get(func.value, Key.KIND) == Kind.VARIABLE
+    return anno.get(func, Key.KIND) == Kind.TF_EFFECT_OP

@@ -1,0 +1,142 @@
+"""Placement: where each statement runs (the TF part, the host, or both) and why.
+
+`resolve(parsed)` sets on every statement `Key.PLACE` (a `Place`), `Key.REASON` (the
+text `gpe explain` prints), `Key.EFFECT` (it changes TF state) and `Key.SYNC` (a host
+statement that touches TF state directly, so it must wait for the TF part's earlier
+effects). Raises Refusal for statements this slicer does not handle yet.
+Needs hoist.transform, then kinds.resolve and activity.resolve, first.
+"""
+from __future__ import annotations
+
+import enum
+
+import gast
+
+from slicer import anno
+from slicer.anno import Key
+from slicer.errors import Refusal
+from slicer.facts import TF_KINDS, Kind
+from slicer.hoist import is_tf_statement, is_tf_with
+from slicer.kinds import effect_call
+from slicer.parser import Parsed
+
+
+class Place(enum.Enum):
+    TF = "TF"
+    HOST = "host"
+    BOTH = "both"
+
+
+_SIMPLE = (gast.Assign, gast.AugAssign, gast.AnnAssign, gast.Expr, gast.Return, gast.Pass)
+
+
+def resolve(parsed: Parsed) -> None:
+    _Placer(parsed).block(parsed.node.body)
+
+
+class _Placer:
+    def __init__(self, parsed: Parsed):
+        self.parsed = parsed
+        self.both: set[str] = set()
+
+    def block(self, stmts: list[gast.stmt]) -> None:
+        for stmt in stmts:
+            self.statement(stmt)
+
+    def statement(self, stmt: gast.stmt) -> None:
+        if is_tf_with(stmt):
+            self._set(stmt, Place.TF, "TF: " + _describe_with(stmt))
+            self.block(stmt.body)
+            return
+        if not isinstance(stmt, _SIMPLE):
+            raise self._refuse(stmt)
+        if isinstance(stmt, gast.Pass) or self._both(stmt):
+            self._set(stmt, Place.BOTH, "both: plain Python value, computed on each side")
+            return
+        if is_tf_statement(stmt):
+            value = stmt.value
+            effect = effect_call(value) or any(effect_call(n) for n in gast.walk(value))
+            anno.set(stmt, Key.EFFECT, effect)
+            self._set(stmt, Place.TF, "TF: " + _describe_tf(value, effect))
+            return
+        sync, why = _host_reason(stmt)
+        anno.set(stmt, Key.SYNC, sync)
+        self._set(stmt, Place.HOST, "host: " + why)
+
+    def _both(self, stmt: gast.stmt) -> bool:
+        if not (isinstance(stmt, gast.Assign) and all(
+                isinstance(t, gast.Name) for t in stmt.targets)):
+            return False
+        ok = all(isinstance(n, (gast.Constant, gast.BinOp, gast.UnaryOp, gast.operator,
+                                gast.unaryop, gast.Load))
+                 or (isinstance(n, gast.Name) and n.id in self.both)
+                 for n in gast.walk(stmt.value))
+        if ok:
+            self.both.update(t.id for t in stmt.targets)
+        else:
+            self.both.difference_update(t.id for t in stmt.targets)
+        return ok
+
+    def _set(self, stmt: gast.stmt, place: Place, reason: str) -> None:
+        anno.set(stmt, Key.PLACE, place)
+        anno.set(stmt, Key.REASON, reason)
+        if place != Place.BOTH:
+            self.both.difference_update(anno.get(stmt, Key.WRITES, ()))
+
+    def _refuse(self, stmt: gast.stmt) -> Refusal:
+        what = type(stmt).__name__.lower()
+        if isinstance(stmt, gast.With):
+            what = "with (a host context manager)"
+        return Refusal("unsupported-statement",
+                       f"`{what}` statements are not sliced yet; the function runs eagerly",
+                       "straight-line code with `with tf.GradientTape()` is sliced",
+                       self.parsed.filename, getattr(stmt, "lineno", 0))
+
+
+def dotted(node: gast.AST) -> str:
+    if isinstance(node, gast.Name):
+        return node.id
+    if isinstance(node, gast.Attribute):
+        return f"{dotted(node.value)}.{node.attr}"
+    if isinstance(node, gast.Call):
+        return dotted(node.func) + "()"
+    return type(node).__name__.lower()
+
+
+def _describe_with(stmt: gast.With) -> str:
+    return "context " + ", ".join(dotted(i.context_expr) for i in stmt.items)
+
+
+def _describe_tf(value: gast.AST, effect: bool) -> str:
+    calls = [n for n in gast.walk(value) if isinstance(n, gast.Call)]
+    if effect:
+        writes = [dotted(c.func) for c in calls if effect_call(c)]
+        return "changes TF state: " + ", ".join(writes)
+    if calls:
+        return ", ".join(dict.fromkeys(dotted(c.func) for c in calls)) + " on tensors"
+    if isinstance(value, (gast.BinOp, gast.UnaryOp, gast.Compare)):
+        return "arithmetic on tensors"
+    return "tensor value"
+
+
+def _host_reason(stmt: gast.stmt) -> tuple[bool, str]:
+    """(needs to wait for the TF part's effects, why it runs on the host)."""
+    touches = sorted({n.id for n in gast.walk(stmt) if isinstance(n, gast.Name)
+                      and anno.get(n, Key.KIND) in (Kind.VARIABLE, Kind.TF_OBJECT)})
+    unknown = [dotted(n.func) for n in gast.walk(stmt) if isinstance(n, gast.Call)
+               and anno.get(n.func, Key.KIND) not in (Kind.HOST_FN, Kind.TF_OP,
+                                                       Kind.TF_EFFECT_OP, Kind.TF_FACTORY)]
+    if touches:
+        return True, "uses TF state directly: " + ", ".join(touches)
+    if unknown:
+        return True, "calls " + ", ".join(unknown) + " (may touch TF state)"
+    tf_inputs = sorted({n.id for n in gast.walk(stmt) if isinstance(n, gast.Name)
+                        and anno.get(n, Key.KIND) in TF_KINDS})
+    calls = [dotted(n.func) for n in gast.walk(stmt) if isinstance(n, gast.Call)]
+    if isinstance(stmt, gast.Return):
+        return False, "returns to the caller"
+    if calls and tf_inputs:
+        return False, f"calls {', '.join(calls)} on a TF value ({', '.join(tf_inputs)})"
+    if calls:
+        return False, "calls " + ", ".join(calls)
+    return False, "Python work"

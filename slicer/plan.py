@@ -1,0 +1,59 @@
+"""The slicer's output: a `SlicePlan` (frozen data, no TensorFlow objects)."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ChannelKind(enum.Enum):
+    ENTRY = "host->TF values sent when a call starts"
+    GATE = "host->TF: a bool 'go on' (False cancels the rest of the call) and values"
+    OUTPUT = "TF->host: one value, received lazily as a Pending"
+    BARRIER = "TF->host: a token sent once the TF part's earlier effects are done"
+
+
+@dataclass(frozen=True)
+class Channel:
+    index: int
+    kind: ChannelKind
+    names: tuple[str, ...]  # values carried, in order (a GATE's flag is not listed)
+    lineno: int             # the user's line where the crossing happens
+
+    @property
+    def to_tf(self) -> bool:
+        return self.kind in (ChannelKind.ENTRY, ChannelKind.GATE)
+
+
+@dataclass(frozen=True)
+class LineReport:
+    """One statement of the sliced function, for `gpe explain`."""
+
+    lineno: int
+    place: str
+    reason: str
+    source: str
+    crossings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SlicePlan:
+    name: str
+    qualname: str
+    filename: str
+    lineno: int
+    host_source: str
+    tf_source: str
+    profile_source: str
+    channels: tuple[Channel, ...]
+    host_ops: tuple[int, ...]       # channel indices in the order the host program uses them
+    bound: tuple[str, ...]          # argument names bound into the TF part at trace time
+    lines: tuple[LineReport, ...]
+    assumptions: tuple[str, ...] = field(default=())
+    captures: tuple[str, ...] = ()  # free names the TF part reads (bound at trace time)
+    # the same programs as gast trees with the user's line numbers (not part of the data)
+    host_tree: Any = field(default=None, compare=False, repr=False)
+    profile_tree: Any = field(default=None, compare=False, repr=False)
+
+    def channel(self, index: int) -> Channel:
+        return self.channels[index]

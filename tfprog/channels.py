@@ -1,0 +1,72 @@
+"""Channels: one FIFO queue per crossing, and what flows through each.
+
+A `ValueSpec` describes one value crossing host->TF or TF->host (dtype, shape, and whether
+it was a Python/NumPy value, which the TF part converts the way an eager op would).
+`make_queue(specs)` creates the queue for one channel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+# Python values take these dtypes on the wire; the TF part converts them on use.
+_PY_WIRE = {bool: tf.bool, int: tf.int64, float: tf.float64, complex: tf.complex128}
+# ...and, when an op asks for no dtype, the one TF gives a Python value.
+_PY_DEFAULT = {bool: tf.bool, int: tf.int32, float: tf.float32, complex: tf.complex128}
+
+HOST_TO_TF_CAPACITY = 64  # bounds how far the host runs ahead of the graph
+
+
+@dataclass(frozen=True)
+class ValueSpec:
+    dtype: tf.DType
+    shape: tuple | None         # None: unknown rank
+    python: bool = False        # a Python or NumPy value (converted like eager would)
+    default_dtype: tf.DType | None = None  # dtype when an op asks for none (Python values)
+    type_name: str = ""
+
+    def describe(self) -> str:
+        shape = "?" if self.shape is None else "(" + ", ".join(
+            "?" if d is None else str(d) for d in self.shape) + ")"
+        what = self.type_name or "tensor"
+        return f"{what} {self.dtype.name}{shape}"
+
+
+class Unsendable(TypeError):
+    """A value that cannot cross between the parts (e.g. a list or an arbitrary object)."""
+
+
+def spec_of(value) -> ValueSpec:
+    """The spec of a host value about to cross host->TF."""
+    if isinstance(value, (tf.Tensor, tf.Variable)) or hasattr(value, "_gpe_pending"):
+        return ValueSpec(tf.as_dtype(value.dtype), tuple(value.shape))
+    for py_type, wire in _PY_WIRE.items():
+        if type(value) is py_type:
+            return ValueSpec(wire, (), True, _PY_DEFAULT[py_type], py_type.__name__)
+    if isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind in "biufc":
+        dtype = tf.as_dtype(value.dtype)
+        return ValueSpec(dtype, tuple(np.shape(value)), True, dtype, type(value).__name__)
+    raise Unsendable(f"a {type(value).__name__} value cannot cross into the TF part")
+
+
+def matches(spec: ValueSpec, value) -> bool:
+    """Whether `value` can be sent on a channel built for `spec` (the call's guard)."""
+    try:
+        other = spec_of(value)
+    except Unsendable:
+        return False
+    return other.dtype == spec.dtype and other.python == spec.python and (
+        spec.shape is None or other.shape == spec.shape)
+
+
+def make_queue(dtypes: list[tf.DType], to_tf: bool) -> tf.queue.FIFOQueue:
+    capacity = HOST_TO_TF_CAPACITY if to_tf else -1
+    return tf.queue.FIFOQueue(capacity, dtypes)
+
+
+def relaxed(spec: ValueSpec) -> ValueSpec:
+    """A spec with unknown shape (for values computed mid-call, whose shape may vary)."""
+    return ValueSpec(spec.dtype, None if spec.shape != () else (), spec.python,
+                     spec.default_dtype, spec.type_name)
