@@ -73,7 +73,7 @@ class Variant:
             session.ensure_healthy()
         reg = self._registration
         if reg is None or reg.generation != session.generation:
-            reg = self._registration = session.register(self.part)
+            reg = self._registration = session.register(self.part, self)
         return reg
 
     def captures_hold(self) -> bool:

@@ -13,6 +13,7 @@ from slicer.facts import Kind
 _HOST_MODULES = ("numpy", "math", "random", "statistics", "builtins", "operator", "itertools",
                  "functools", "collections", "time", "json", "re", "string")
 _TF_CONTEXTS = (tf.GradientTape, tf.name_scope, tf.device)
+_CONSTANT_MAKERS = (tf.constant, tf.convert_to_tensor)
 _EFFECT_MODULES = ("tensorflow.python.ops.logging_ops", "tensorflow.python.ops.check_ops",
                    "tensorflow.python.ops.summary_ops_v2")
 
@@ -34,6 +35,8 @@ def classify(obj: Any) -> Kind:
         return Kind.HOST  # tf.Variable(...) and other constructors run eagerly on the host
     if callable(obj):
         module = getattr(obj, "__module__", None) or type(obj).__module__ or ""
+        if obj in _CONSTANT_MAKERS:
+            return Kind.TF_CONSTANT
         if _top(module) == "tensorflow":
             return Kind.TF_EFFECT_OP if module in _EFFECT_MODULES else Kind.TF_OP
         if _top(module) in _HOST_MODULES or isinstance(obj, np.ufunc):

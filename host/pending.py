@@ -35,7 +35,8 @@ class Pending(core.Tensor):
         return value
 
     def __array__(self, dtype=None, copy=None):
-        array = self.resolve().numpy()
+        import numpy as np
+        array = np.asarray(self.resolve().numpy())
         return array if dtype is None else array.astype(dtype)
 
     def __getattr__(self, name):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+import weakref
 from dataclasses import dataclass
 
 import tensorflow as tf
@@ -42,13 +43,15 @@ class Session:
 
     def _new_generation(self) -> None:
         self.control = tf.queue.FIFOQueue(-1, [tf.int32])
-        self.parts: list[tuple[Part, Registration]] = []
+        self.parts: list[tuple[Part, Registration, weakref.ref]] = []
         self.thread: threading.Thread | None = None
         self.failure: BaseException | None = None
         self.failed = False
 
     # registration ---------------------------------------------------------------------
-    def register(self, part: Part) -> Registration:
+    def register(self, part: Part, owner) -> Registration:
+        """Add `part` to the sink. The session holds `owner` weakly: once it is gone, the
+        part (and the variables its function captured) leave the next sink."""
         with self._lock:
             self._recover()
             channels = []
@@ -60,14 +63,21 @@ class Session:
                          f"{part.plan.filename}:{channel.lineno}")
                 channels.append(HostChannel(queue, dtypes, part.specs[channel.index], label, self))
             registration = Registration(len(self.parts), channels, self.generation)
-            self.parts.append((part, registration))
+            self.parts.append((part, registration, weakref.ref(owner)))
             self._restart()
             log.debug("registered %s as part %d", part.function_name, registration.index)
             return registration
 
     def _restart(self) -> None:
+        live = [(entry, entry[2]()) for entry in self.parts]
+        self.parts = [entry for entry, owner in live if owner is not None]
+        # The running sink calls every part it was built with: keep their owners (and the
+        # variables they captured) alive until the next sink replaces it.
+        self._sink_owners = [owner for _, owner in live if owner is not None]
+        for index, (_, reg, _) in enumerate(self.parts):
+            reg.index = index  # calls already sent keep the numbering of the sink they went to
         sink = build_sink(self.control, [
-            (part.function, [c.handle for c in reg.channels]) for part, reg in self.parts])
+            (part.function, [c.handle for c in reg.channels]) for part, reg, _ in self.parts])
         previous = self.thread
         if previous is not None:
             self._enqueue_control(STOP)
@@ -103,7 +113,7 @@ class Session:
             self._close_queues()
 
     def _close_queues(self) -> None:
-        for _, reg in self.parts:
+        for _, reg, _ in self.parts:
             for channel in reg.channels:
                 channel.close()
         try:

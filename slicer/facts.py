@@ -17,6 +17,8 @@ class Kind(enum.Enum):
     TF_MODULE = "the tensorflow module or one of its submodules"
     TF_OP = "a callable that builds TF ops and returns tensors"
     TF_EFFECT_OP = "a callable that builds a stateful TF op (tf.print, asserts)"
+    TF_CONSTANT = ("tf.constant / tf.convert_to_tensor: a tensor from a Python value (the TF "
+                   "part gets the value from the host already as a tensor)")
     TF_FACTORY = "a TF callable returning a TF-side object (tf.GradientTape)"
     PY_SCALAR = "a Python int, float or bool"
     HOST_FN = "a host callable known not to touch TF state (builtins, numpy, math)"
@@ -26,6 +28,9 @@ class Kind(enum.Enum):
 
 TF_KINDS = frozenset({Kind.TENSOR, Kind.VARIABLE, Kind.TF_OBJECT})
 """Kinds of values that live in the TF part."""
+
+TF_CALLABLES = frozenset({Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_FACTORY, Kind.TF_CONSTANT})
+"""Kinds of callables whose calls run in the TF part."""
 
 MATERIALIZE_METHODS = frozenset({"numpy", "tolist", "item", "__array__"})
 """Methods of a TF value that hand its contents to Python (host side)."""

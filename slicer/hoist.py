@@ -16,12 +16,12 @@ import gast
 
 from slicer import anno
 from slicer.anno import Key
-from slicer.facts import MATERIALIZE_BUILTINS, MATERIALIZE_METHODS, TF_KINDS, Kind
+from slicer.facts import (MATERIALIZE_BUILTINS, MATERIALIZE_METHODS, TF_CALLABLES, TF_KINDS,
+                          Kind)
 from slicer.parser import Parsed
 
 _CONDITIONAL = (gast.IfExp, gast.BoolOp, gast.Lambda, gast.ListComp, gast.SetComp,
                 gast.DictComp, gast.GeneratorExp)
-_TF_CALLABLES = (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_FACTORY)
 
 
 def transform(parsed: Parsed) -> None:
@@ -38,18 +38,26 @@ def tf_evaluable(node: gast.AST) -> bool:
         base = anno.get(node.value, Key.KIND)
         if base in TF_KINDS:
             return node.attr not in MATERIALIZE_METHODS and tf_evaluable(node.value)
-        return base == Kind.TF_MODULE or kind in _TF_CALLABLES or kind == Kind.TF_OBJECT
+        return base == Kind.TF_MODULE or kind in TF_CALLABLES or kind == Kind.TF_OBJECT
     if isinstance(node, gast.Call):
-        return (anno.get(node.func, Key.KIND) in _TF_CALLABLES and tf_evaluable(node.func)
+        return (anno.get(node.func, Key.KIND) in TF_CALLABLES and tf_evaluable(node.func)
                 and all(tf_evaluable(a) for a in node.args)
                 and all(tf_evaluable(k.value) for k in node.keywords))
     if isinstance(node, (gast.BinOp, gast.UnaryOp, gast.Compare, gast.Subscript)):
+        if _literal(node):
+            return True
         return kind in TF_KINDS and all(
             tf_evaluable(c) for c in gast.iter_child_nodes(node) if isinstance(c, gast.expr))
     if isinstance(node, (gast.Tuple, gast.List, gast.Slice, gast.Starred)):
         return all(tf_evaluable(c) for c in gast.iter_child_nodes(node)
                    if isinstance(c, gast.expr))
     return False
+
+
+def _literal(node: gast.expr) -> bool:
+    """Arithmetic on literals only, such as `-1` or `2 ** 10`."""
+    return all(isinstance(n, (gast.Constant, gast.BinOp, gast.UnaryOp, gast.operator,
+                              gast.unaryop)) for n in gast.walk(node))
 
 
 def _tf_operation(node: gast.expr) -> bool:
@@ -61,11 +69,11 @@ def _tf_operation(node: gast.expr) -> bool:
         base = anno.get(node.value, Key.KIND)
         if base in TF_KINDS:
             return node.attr not in MATERIALIZE_METHODS
-        return base == Kind.TF_MODULE or kind in _TF_CALLABLES or kind == Kind.TF_OBJECT
+        return base == Kind.TF_MODULE or kind in TF_CALLABLES or kind == Kind.TF_OBJECT
     if isinstance(node, gast.Call):
-        return anno.get(node.func, Key.KIND) in _TF_CALLABLES
+        return anno.get(node.func, Key.KIND) in TF_CALLABLES
     if isinstance(node, (gast.BinOp, gast.UnaryOp, gast.Compare, gast.Subscript)):
-        return kind in TF_KINDS
+        return kind in TF_KINDS or _literal(node)
     return False
 
 
@@ -171,6 +179,8 @@ class _Hoister(gast.NodeTransformer):
             return False
         if self.to_host:
             return not _tf_operation(node)
+        if isinstance(node, (gast.Tuple, gast.List, gast.Slice, gast.Starred)):
+            return False  # a structure of TF values crosses element by element
         return anno.get(node, Key.KIND) == Kind.TENSOR and tf_evaluable(node)
 
     def _hoist(self, node: gast.expr) -> gast.Name:

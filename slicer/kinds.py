@@ -138,7 +138,7 @@ class _Inferer:
             self.expr(arg)
         for keyword in node.keywords:
             self.expr(keyword.value)
-        if fkind in (Kind.TF_OP, Kind.TF_EFFECT_OP):
+        if fkind in (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_CONSTANT):
             return Kind.TENSOR
         if fkind == Kind.TF_FACTORY:
             return Kind.TF_OBJECT

@@ -19,7 +19,7 @@ import gast
 
 from slicer import anno, templates
 from slicer.anno import Key
-from slicer.facts import Facts
+from slicer.facts import Facts, Kind
 from slicer.parser import Parsed
 from slicer.placement import Place
 from slicer.plan import Channel, ChannelKind, LineReport, SlicePlan
@@ -159,7 +159,7 @@ class _Partition:
             target = seg.body
             crossing.append("waits for the host to get here" + (
                 f"; in: {', '.join(gate)} (host->TF)" if gate else ""))
-        target.append(stmt)
+        target.append(_constants_from_host(stmt))
         for name in anno.get(stmt, Key.OUTPUTS, ()):
             k = self.channel(ChannelKind.OUTPUT, (name,), stmt.lineno)
             self.host_ops.append(k)
@@ -200,12 +200,13 @@ class _Partition:
 
     # sources ------------------------------------------------------------------------
     def _captures(self, tf_body) -> tuple[str, ...]:
-        local = _bound([self.parsed.node]) | set(self.facts.args)
-        local |= {n.id for n in gast.walk(self.parsed.node) if isinstance(n, gast.Name)
-                  and isinstance(n.ctx, gast.Store)}
-        read = {n.id for s in tf_body for n in gast.walk(s)
-                if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)}
-        return tuple(sorted(n for n in read - local if not n.startswith("_gpe_")))
+        """Free names of the TF program: bound from the namespace when it is traced."""
+        names = [n for s in tf_body for n in gast.walk(s) if isinstance(n, gast.Name)]
+        stored = {n.id for n in names if not isinstance(n.ctx, gast.Load)}
+        stored |= {a.id for s in tf_body for n in gast.walk(s) if isinstance(n, gast.FunctionDef)
+                   for a in n.args.args}
+        read = {n.id for n in names if isinstance(n.ctx, gast.Load)}
+        return tuple(sorted(n for n in read - stored if not n.startswith("_gpe_")))
 
     def _factory(self, template, runtime, body, with_args=False, **subs) -> str:
         params = runtime + list(self.parsed.fn.__code__.co_freevars)
@@ -217,6 +218,21 @@ class _Partition:
         gast.copy_location(factory, self.parsed.node)
         module = gast.Module(body=[factory], type_ignores=[])
         return source_of(module), module
+
+
+def _constants_from_host(stmt: gast.stmt) -> gast.stmt:
+    """`tf.constant(v, ...)` in the TF part becomes `_gpe_rt.constant(tf.constant, v, ...)`:
+    a value sent by the host arrives as a tensor, which tf.constant cannot take in a graph."""
+    def makers(node):
+        return [n for n in gast.walk(node) if isinstance(n, gast.Call)
+                and anno.get(n.func, Key.KIND) == Kind.TF_CONSTANT]
+    if not makers(stmt):
+        return stmt
+    stmt = copy.deepcopy(stmt)  # the profile program keeps the original
+    for call in makers(stmt):
+        call.args = [call.func] + call.args
+        call.func = templates.expr("_gpe_rt.constant")
+    return stmt
 
 
 def _walk_scope(node):

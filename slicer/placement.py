@@ -15,7 +15,7 @@ import gast
 from slicer import anno
 from slicer.anno import Key
 from slicer.errors import Refusal
-from slicer.facts import TF_KINDS, Kind
+from slicer.facts import TF_CALLABLES, TF_KINDS, Kind
 from slicer.hoist import is_tf_statement, is_tf_with
 from slicer.kinds import effect_call
 from slicer.parser import Parsed
@@ -124,8 +124,7 @@ def _host_reason(stmt: gast.stmt) -> tuple[bool, str]:
     touches = sorted({n.id for n in gast.walk(stmt) if isinstance(n, gast.Name)
                       and anno.get(n, Key.KIND) in (Kind.VARIABLE, Kind.TF_OBJECT)})
     unknown = [dotted(n.func) for n in gast.walk(stmt) if isinstance(n, gast.Call)
-               and anno.get(n.func, Key.KIND) not in (Kind.HOST_FN, Kind.TF_OP,
-                                                       Kind.TF_EFFECT_OP, Kind.TF_FACTORY)]
+               and anno.get(n.func, Key.KIND) not in TF_CALLABLES | {Kind.HOST_FN}]
     if touches:
         return True, "uses TF state directly: " + ", ".join(touches)
     if unknown:

@@ -96,6 +96,20 @@ class _TraceRuntime:
         with tf.control_dependencies(_stateful_ops()):
             gen_data_flow_ops.queue_enqueue_v2(queues[index], [tf.constant(True)])
 
+    @staticmethod
+    def constant(maker, value, dtype=None, shape=None, name=None, **kwargs):
+        """tf.constant / tf.convert_to_tensor on a value the host sent (a HostValue)."""
+        if shape is not None:
+            kwargs["shape"] = shape
+        if not isinstance(value, HostValue):
+            return maker(value, dtype=dtype, name=name, **kwargs)
+        tensor = tf.convert_to_tensor(value, dtype=dtype or value._spec.default_dtype)
+        if shape is None:
+            return tensor
+        if tensor.shape.rank == 0:
+            return tf.fill(shape, tensor)
+        return tf.reshape(tensor, shape)
+
     def done(self):
         return tf.constant(0, tf.int32)
 

@@ -29,8 +29,8 @@ def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[
         with tf.control_dependencies([run_one(safe)]):
             return tf.identity(index)
 
-    def sink():
+    def gpe_sink():
         return tf.while_loop(lambda i: i >= 0, body, [tf.constant(0, tf.int32)],
                              parallel_iterations=1)
 
-    return tf.function(sink, autograph=False).get_concrete_function()
+    return tf.function(gpe_sink, autograph=False).get_concrete_function()

@@ -1,0 +1,10 @@
+import os
+import sys
+import warnings
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(__file__))
+
+import tensorflow as tf  # noqa: E402  one import per test process
+
+warnings.filterwarnings("ignore", category=DeprecationWarning)

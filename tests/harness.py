@@ -1,0 +1,115 @@
+"""Differential testing: run a program eagerly and under gpe, compare everything observable.
+
+A program is a factory `make(log) -> (fn, variables)` that builds fresh state each time:
+`fn` is the function under test, `variables` a dict of the tf.Variables it may change,
+and `log` a list the function may append side effects to. Printed output is captured.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import tensorflow as tf
+
+import gpe
+from host.opcount import eager_ops, user_ops
+
+
+@dataclass
+class Run:
+    results: list
+    variables: dict
+    log: list
+    stdout: str
+    target: Any = None
+    host_ops: dict = field(default_factory=dict)
+
+
+def plain(value: Any) -> Any:
+    """A comparable form: tensors (and Pendings) become (dtype, ndarray)."""
+    if hasattr(value, "_gpe_pending"):
+        value = value.resolve()
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        return ("tensor", value.dtype.name, value.numpy())
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, BaseException):
+        return ("raised", type(value).__name__, str(value))
+    return value
+
+
+def same(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
+                and a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(same, a, b))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+@dataclass(frozen=True)
+class Var:
+    """In a call's arguments: the program's variable of this name (from fresh state)."""
+
+    name: str
+
+
+def run(make: Callable, calls: list[tuple], sliced: bool, **options) -> Run:
+    log: list = []
+    fn, variables = make(log)
+    target = gpe.function(fn, **options) if sliced else fn
+    out = io.StringIO()
+    results: list = []
+    host_ops: dict = {}
+    with contextlib.redirect_stdout(out):
+        for i, args in enumerate(calls):
+            kwargs = {}
+            if args and isinstance(args[-1], dict) and args[-1].get("__kwargs__"):
+                kwargs = {k: v for k, v in args[-1].items() if k != "__kwargs__"}
+                args = args[:-1]
+            args = tuple(variables[a.name] if isinstance(a, Var) else a for a in args)
+            counter = eager_ops() if (sliced and i > 0) else contextlib.nullcontext(None)
+            with counter as counts:
+                try:
+                    results.append(plain(target(*args, **kwargs)))
+                except Exception as exc:  # compared like any other result
+                    results.append(plain(exc))
+            if counts is not None:
+                for op, n in user_ops(counts).items():
+                    host_ops[op] = host_ops.get(op, 0) + n
+    variables = {k: v.numpy() for k, v in variables.items()}
+    return Run(results, variables, plain(log), out.getvalue(), target, host_ops)
+
+
+def check(make: Callable, calls: list[tuple], graph_calls: int | None = None,
+          host_ops_allowed: frozenset = frozenset(), **options) -> Run:
+    """Assert gpe matches eager on `calls`; return the gpe run for further checks.
+
+    graph_calls: how many calls must have run sliced (default: all but the profile call).
+    host_ops_allowed: TF op types that may run eagerly on the host after the first call.
+    """
+    eager = run(make, calls, sliced=False)
+    under = run(make, calls, sliced=True, **options)
+    for i, (a, b) in enumerate(zip(eager.results, under.results)):
+        assert same(a, b), f"call {i}: eager returned {a!r}, gpe returned {b!r}"
+    assert eager.variables.keys() == under.variables.keys()
+    for name in eager.variables:
+        assert same(eager.variables[name], under.variables[name]), (
+            f"variable {name}: eager {eager.variables[name]!r}, gpe {under.variables[name]!r}")
+    assert same(eager.log, under.log), f"side effects: eager {eager.log!r}, gpe {under.log!r}"
+    assert eager.stdout == under.stdout, f"printed: eager {eager.stdout!r}, gpe {under.stdout!r}"
+    stats = under.target.stats()
+    expected = len(calls) - 1 if graph_calls is None else graph_calls
+    assert stats["graph_calls"] == expected, f"expected {expected} sliced calls: {stats}"
+    unexpected = {op: n for op, n in under.host_ops.items() if op not in host_ops_allowed}
+    assert not unexpected, f"TF ops ran eagerly on the host under gpe: {unexpected}"
+    return under
