@@ -1,0 +1,77 @@
+"""`gpe.explain` and `gpe explain FILE:FUNCTION`."""
+import io
+import os
+import subprocess
+import sys
+import textwrap
+
+import tensorflow as tf
+
+import gpe
+
+W = tf.Variable(tf.ones([3, 1]))
+
+
+def step(x):
+    y = tf.matmul(x, W)
+    loss = tf.reduce_sum(y)
+    print(float(loss))
+    W.assign_sub(0.01 * W * loss)
+    return loss
+
+
+def rows(text):
+    return {line.split()[0]: line for line in text.splitlines()[1:] if line.split()
+            and line.split()[0].isdigit()}
+
+
+def test_explain_lists_place_reason_and_crossings_per_line():
+    out = io.StringIO()
+    text = gpe.explain(step, file=out)
+    assert out.getvalue() == text
+    first = step.__code__.co_firstlineno
+    lines = rows(text)
+    assert "TF" in lines[str(first + 1)] and "tf.matmul" in lines[str(first + 1)]
+    assert "host" in lines[str(first + 3)] and "float" in lines[str(first + 3)]
+    assert "changes TF state" in lines[str(first + 4)]
+    assert "out: loss (TF->host)" in text
+    assert "in: x (host->TF when the call starts)" in text
+    assert "waits for the host to get here" in text
+
+
+def test_explain_after_calls_uses_the_real_argument_types():
+    sliced = gpe.function(step)
+    sliced(tf.ones([2, 3]))
+    text = gpe.explain(sliced, file=io.StringIO())
+    assert "assumed" not in text
+
+
+def test_explain_reports_refusal():
+    def branchy(x):
+        if x:
+            return 1
+    text = gpe.explain(branchy, file=io.StringIO())
+    assert "runs eagerly" in text and "not sliced yet" in text
+
+
+def test_cli_explain(tmp_path):
+    script = tmp_path / "model.py"
+    script.write_text(textwrap.dedent("""
+        import tensorflow as tf
+        def forward(x, w):
+            h = tf.matmul(x, w)
+            print(h.numpy())
+            return tf.nn.relu(h)
+    """))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, "-m", "gpe.cli", "explain", f"{script}:forward"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "forward" in done.stdout and "tf.matmul" in done.stdout
+    assert "out: h (TF->host)" in done.stdout
+    bad = subprocess.run([sys.executable, "-m", "gpe.cli", "explain", f"{script}:nope"],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert bad.returncode != 0 and "no function 'nope'" in bad.stderr
+    helptext = subprocess.run([sys.executable, "-m", "gpe.cli", "explain", "--help"],
+                              capture_output=True, text=True, timeout=120)
+    assert "FILE:FUNCTION" in helptext.stdout

@@ -1,0 +1,152 @@
+"""The slicer's analyses, checked by set assertions on their annotations (no TF objects)."""
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from slicer import ArgFact, ChannelKind, Facts, Kind, Refusal, slice_function
+from slicer import activity, crossings, hoist, kinds, placement
+from slicer.anno import Key
+from slicer.parser import parse
+from slicer import anno
+
+# A stand-in for tensorflow: the slicer only needs the kinds of the objects it meets.
+tf = types.SimpleNamespace(matmul=lambda *a: None, reduce_sum=lambda *a: None,
+                           GradientTape=type("GradientTape", (), {}))
+W = object()
+hist: list = []
+
+
+def classify(obj):
+    if obj is tf:
+        return Kind.TF_MODULE
+    if obj is tf.GradientTape:
+        return Kind.TF_FACTORY
+    if obj in (tf.matmul, tf.reduce_sum):
+        return Kind.TF_OP
+    if obj is W:
+        return Kind.VARIABLE
+    if obj is np or getattr(obj, "__module__", "") == "numpy":
+        return Kind.HOST_FN
+    return Kind.HOST
+
+
+def step(x, lr):
+    with tf.GradientTape() as tape:
+        y = tf.matmul(x, W)
+        loss = tf.reduce_sum(y)
+    g = tape.gradient(loss, W)
+    l = float(loss)
+    hist.append(l)
+    W.assign_sub(lr * g)
+    print(np.mean(hist))
+    return loss
+
+
+FACTS = Facts(args={"x": ArgFact(Kind.TENSOR), "lr": ArgFact(Kind.PY_SCALAR)}, classify=classify)
+
+
+def analysed(fn, facts=FACTS):
+    parsed = parse(fn)
+    kinds.resolve(parsed, facts)
+    hoist.transform(parsed)
+    kinds.resolve(parsed, facts)
+    activity.resolve(parsed.node)
+    placement.resolve(parsed)
+    crossings.resolve(parsed, facts)
+    return parsed
+
+
+def by_line(parsed, key):
+    out = {}
+    for stmt in crossings.flat_statements(parsed.node.body):
+        out.setdefault(anno.get(stmt, Key.ORIGIN), set()).add(anno.get(stmt, key))
+    return out
+
+
+def test_slicer_does_not_import_tensorflow():
+    code = "import slicer, sys; sys.exit('tensorflow' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+def test_kinds_of_names():
+    parsed = analysed(step)
+    found = {}
+    for node in __import__("gast").walk(parsed.node):
+        if hasattr(node, "id") and anno.has(node, Key.KIND):
+            found.setdefault(node.id, set()).add(anno.get(node, Key.KIND))
+    assert found["y"] == {Kind.TENSOR} and found["loss"] == {Kind.TENSOR}
+    assert found["tape"] == {Kind.TF_OBJECT} and found["W"] == {Kind.VARIABLE}
+    assert found["l"] == {Kind.PY_SCALAR} and found["hist"] == {Kind.HOST_DATA}
+
+
+def test_placement_per_line():
+    parsed = analysed(step)
+    places = by_line(parsed, Key.PLACE)
+    first = step.__code__.co_firstlineno
+    tf_lines = {n - first for n, p in places.items() if p == {placement.Place.TF}}
+    host_lines = {n - first for n, p in places.items() if p == {placement.Place.HOST}}
+    assert tf_lines == {1, 2, 3, 4, 7}
+    assert host_lines == {5, 6, 8, 9}
+
+
+def test_crossings_entry_outputs_gate():
+    parsed = analysed(step)
+    assert anno.get(parsed.node, Key.ENTRY) == ("x",)
+    outputs = {n for s in crossings.flat_statements(parsed.node.body)
+               for n in anno.get(s, Key.OUTPUTS, ())}
+    gates = [anno.get(s, Key.GATE) for s in crossings.flat_statements(parsed.node.body)
+             if anno.has(s, Key.GATE)]
+    assert outputs == {"loss"}
+    assert gates == [("lr",)]  # the write waits for the host's preceding statements
+
+
+def test_no_gate_when_effect_precedes_host_work():
+    def update(x):
+        W.assign_add(tf.reduce_sum(x))
+        print("done")
+    parsed = analysed(update, Facts(args={"x": ArgFact(Kind.TENSOR)}, classify=classify))
+    assert not any(anno.has(s, Key.GATE) for s in parsed.node.body)
+
+
+def test_unknown_call_on_host_gets_a_barrier():
+    def helper(v):
+        return v
+
+    def update(x):
+        W.assign_add(tf.reduce_sum(x))
+        helper(W)
+    parsed = analysed(update, Facts(args={"x": ArgFact(Kind.TENSOR)}, classify=classify))
+    barriers = [s for s in parsed.node.body if anno.get(s, Key.BARRIER)]
+    assert len(barriers) == 1 and barriers[0].lineno == update.__code__.co_firstlineno + 2
+
+
+def test_mixed_statement_is_split():
+    def mixed(x):
+        print(float(tf.reduce_sum(x)))
+    parsed = analysed(mixed, Facts(args={"x": ArgFact(Kind.TENSOR)}, classify=classify))
+    assert [anno.get(s, Key.PLACE) for s in parsed.node.body] == [
+        placement.Place.TF, placement.Place.HOST]
+
+
+def test_plan_channels_and_programs_compile():
+    plan = slice_function(step, FACTS)
+    assert [c.kind for c in plan.channels] == [ChannelKind.ENTRY, ChannelKind.OUTPUT,
+                                               ChannelKind.GATE]
+    for source in (plan.host_source, plan.tf_source, plan.profile_source):
+        compile(source, "<plan>", "exec")
+    assert "tf.matmul" in plan.tf_source and "tf.matmul" not in plan.host_source
+    assert "print" in plan.host_source and "print" not in plan.tf_source
+
+
+def test_if_statement_is_refused_with_location():
+    def branchy(x):
+        if x:
+            return 1
+    with pytest.raises(Refusal) as info:
+        slice_function(branchy, Facts(args={"x": ArgFact(Kind.TENSOR)}, classify=classify))
+    assert info.value.kind == "unsupported-statement"
+    assert info.value.lineno == branchy.__code__.co_firstlineno + 1
+    assert info.value.filename.endswith("test_slicer.py")
