@@ -8,6 +8,7 @@ finds every channel as eager semantics would have left it.
 """
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from slicer.plan import ChannelKind
@@ -21,6 +22,10 @@ class GuardError(RuntimeError):
 
 
 def to_components(values, specs: list[ValueSpec], label: str) -> list:
+    """The queue components for `values`, checked against the channel's specs.
+
+    Python values go as NumPy scalars of the wire dtype: TF's op dispatch converts those in
+    C++, while building an EagerTensor in Python stalls behind a running sink."""
     out = []
     for value, spec in zip(values, specs):
         if hasattr(value, "_gpe_pending"):
@@ -28,7 +33,7 @@ def to_components(values, specs: list[ValueSpec], label: str) -> list:
         if not matches(spec, value):
             raise GuardError(f"gpe: {label} expected {spec.describe()}, got "
                              f"{_describe(value)}; this is not handled mid-call yet")
-        out.append(tf.constant(value, spec.dtype) if spec.python else value)
+        out.append(np.asarray(value, spec.dtype.as_numpy_dtype) if spec.python else value)
     return out
 
 

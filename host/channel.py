@@ -17,7 +17,7 @@ from tensorflow.python.ops import gen_data_flow_ops
 from host.pending import Pending
 from tfprog.channels import ValueSpec
 
-MAX_UNREAD = 64
+MAX_UNREAD = 256  # well past how far the host can run ahead (the entry queues hold 64)
 
 
 class HostChannel:
