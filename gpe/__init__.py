@@ -7,6 +7,9 @@
 """
 from gpe.api import explain, function
 from host.function import GpeWarning, SlicedFunction
+from host.log import configure as _configure_logging
+
+_configure_logging()
 
 __all__ = ["GpeWarning", "SlicedFunction", "explain", "function"]
 __version__ = "0.1.0"
