@@ -15,4 +15,5 @@ def configure() -> None:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("gpe %(levelname)s: %(message)s"))
         logger.addHandler(handler)
-    logger.setLevel(level if level in logging.getLevelNamesMapping() else logging.DEBUG)
+    value = logging.getLevelName(level)  # the number for a known level name
+    logger.setLevel(value if isinstance(value, int) else logging.DEBUG)
