@@ -52,6 +52,7 @@ class Runtime:
         plan = variant.plan
         self.op_pos = {k: i for i, k in enumerate(plan.host_ops)}
         self.entry = next((c.index for c in plan.channels if c.kind == ChannelKind.ENTRY), None)
+        self.waits = variant.part.waits
 
     def begin(self, entry_values) -> "CallContext":
         registration = self.variant.registration()
@@ -84,8 +85,12 @@ class CallContext:
 
     def barrier(self, k: int) -> None:
         self.pos = self.rt.op_pos[k]
-        channel = self.channels[k]
-        channel.wait()
+        self.channels[k].wait()
+
+    def check(self, k: int) -> None:
+        self.pos = self.rt.op_pos[k]
+        if k in self.rt.waits:
+            self.channels[k].wait()
 
     def abort(self) -> None:
         """Cancel what is left of this call's TF part (called on a host exception)."""
@@ -98,7 +103,8 @@ class CallContext:
                     flag = tf.constant(False)
                     channel.send([flag] + [tf.zeros([], s.dtype) for s in channel.specs])
                     return
-                if kind in (ChannelKind.OUTPUT, ChannelKind.BARRIER):
+                if kind in (ChannelKind.OUTPUT, ChannelKind.BARRIER) or (
+                        kind == ChannelKind.CHECK and k in self.rt.waits):
                     channel.recv()  # dropped: dequeued, in order, when the next is needed
         except Exception:  # the session failed: nothing is left to cancel
             pass

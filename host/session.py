@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import gc
 import os
+import re
 import logging
 import threading
 import weakref
@@ -21,7 +22,7 @@ from tensorflow.python.ops import gen_data_flow_ops
 
 from host.channel import HostChannel
 from tfprog.channels import make_queue
-from tfprog.part import Part
+from tfprog.part import LINE_SCOPE, Part
 from tfprog.sink import STOP, build_sink
 
 log = logging.getLogger("gpe")
@@ -135,9 +136,28 @@ class Session:
         if failure is None:
             raise RuntimeError(f"gpe: {label} was closed (the session shut down)") from cause
         if isinstance(failure, tf.errors.OpError):
-            raise type(failure)(failure.node_def, failure.op, f"{failure.message}\n  "
-                                f"(raised in the TF part; the host was at {label})") from None
+            raise type(failure)(failure.node_def, failure.op,
+                                self._describe(failure.message)) from None
         raise failure
+
+    def _describe(self, message: str) -> str:
+        """The graph error's own text, the op, and the user's function, file and line."""
+        core = [ln.strip() for ln in message.splitlines()
+                if ln.strip() and not ln.lstrip().startswith(("[[", "File ", "Detected at",
+                                                               "Graph execution error"))]
+        text = core[-1] if core else message
+        text = re.sub(r"\s*\[Op:__inference\w*\]$", "", text)
+        node = re.findall(r"\{\{node ([^}]*)\}\}", message)
+        if node:
+            text += f" [Op:{node[-1].rsplit('/', 1)[-1]}]"
+        scopes = LINE_SCOPE.findall(node[-1] if node else message)
+        if scopes:
+            uid, line = int(scopes[-1][0]), scopes[-1][1]
+            plan = next((part.plan for part, _, _ in self.parts if part.uid == uid), None)
+            if plan is not None:
+                text += (f"\n  raised in the TF part of {plan.qualname} at "
+                         f"{plan.filename}:{line}")
+        return text
 
     def _recover(self) -> None:
         if self.failed:

@@ -25,6 +25,9 @@ class Key(enum.Enum):
     GATE = ("tuple of names: before this TF statement the TF part waits for the host to get "
             "here (and receives these values); absent when no gate is needed")
     BARRIER = "bool: before this host statement the host waits for the TF part's effects"
+    CHECK = ("bool: before this host statement the host waits for the TF work before it if "
+             "that work can fail at run time (known once the TF part is built)")
+    STATE_TOUCHED = "bool: a host statement that may change TF state (a TF statement after it waits)"
 
 
 def get(node: Any, key: Key, default: Any = None) -> Any:

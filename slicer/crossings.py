@@ -7,7 +7,10 @@
   host statement before it (a host exception there cancels the rest of the TF part), and
   receives the named host values computed since the call started;
 - `Key.BARRIER` on a host statement that touches TF state: the host first waits for the
-  TF part's earlier effects.
+  TF part's earlier effects; the next TF statement waits for the host (a gate);
+- `Key.CHECK` on the first host statement after TF statements: the host waits there for
+  the TF work before it when that work can fail at run time (an error then surfaces
+  before any later host statement runs, as eagerly).
 
 Rules (DESIGN.md section 4): a TF effect, or a TF statement needing a host value computed
 mid-call, that follows host work in program order gets a gate. Values cross once per
@@ -50,6 +53,8 @@ class _Crossings:
         self.entry: list[str] = []
         self.pending_gate: list[str] = []
         self.host_work = False
+        self.state_touched = False  # a host statement since the last gate may change TF state
+        self.tf_since_check = False
         for name, fact in facts.args.items():
             self.side[name], self.def_stmt[name] = _HOST, None
             self.on_host.add(name)
@@ -71,7 +76,8 @@ class _Crossings:
         needed = [n for n in sorted(anno.get(stmt, Key.READS)) if self._needs_send(n, stmt)]
         if needed and not self.host_work:
             self.entry.extend(n for n in needed if n not in self.entry)
-        gate_here = self.host_work and (needed or anno.get(stmt, Key.EFFECT))
+        gate_here = self.host_work and (needed or anno.get(stmt, Key.EFFECT)
+                                        or self.state_touched)
         if gate_here:
             if _inside_with(self.parsed.node, stmt):
                 raise Refusal("unsupported-order",
@@ -79,8 +85,9 @@ class _Crossings:
                               "that must wait for it", "move the host work out of the block",
                               self.parsed.filename, stmt.lineno)
             anno.set(stmt, Key.GATE, tuple(needed))
-            self.host_work = False
+            self.host_work = self.state_touched = False
         self.on_tf.update(needed)
+        self.tf_since_check = True
         self._define(stmt, _TF)
 
     def _needs_send(self, name: str, stmt: gast.stmt) -> bool:
@@ -98,6 +105,11 @@ class _Crossings:
     def _host(self, stmt: gast.stmt) -> None:
         if anno.get(stmt, Key.SYNC):
             anno.set(stmt, Key.BARRIER, True)
+            self.state_touched = True
+        elif self.tf_since_check and not _trivial(stmt):
+            anno.set(stmt, Key.CHECK, True)
+        if not _trivial(stmt):
+            self.tf_since_check = False
         for name in sorted(anno.get(stmt, Key.READS)):
             if self.side.get(name) == _TF and name not in self.on_host:
                 definer = self.def_stmt[name]

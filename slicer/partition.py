@@ -131,7 +131,7 @@ class _Partition:
                 header = copy.copy(stmt)
                 self._report(stmt, crossing)
                 header.body = self.block(stmt.body) or [gast.Pass()]
-                target.append(header)
+                target.append(_in_line_scope(header))
                 continue
             if place == Place.TF:
                 target = self._tf_statement(stmt, target, crossing)
@@ -159,7 +159,7 @@ class _Partition:
             target = seg.body
             crossing.append("waits for the host to get here" + (
                 f"; in: {', '.join(gate)} (host->TF)" if gate else ""))
-        target.append(_constants_from_host(stmt))
+        target.append(_in_line_scope(_constants_from_host(stmt)))
         for name in anno.get(stmt, Key.OUTPUTS, ()):
             k = self.channel(ChannelKind.OUTPUT, (name,), stmt.lineno)
             self.host_ops.append(k)
@@ -176,6 +176,11 @@ class _Partition:
             target += templates.replace(f"_gpe_rt.barrier(_gpe_q, {k})")
             self.host += templates.replace(f"_gpe_c.barrier({k})")
             crossing.append("waits for the TF part's earlier effects")
+        elif anno.get(stmt, Key.CHECK):
+            k = self.channel(ChannelKind.CHECK, (), stmt.lineno)
+            self.host_ops.append(k)
+            target += templates.replace(f"_gpe_rt.check(_gpe_q, {k})")
+            self.host += templates.replace(f"_gpe_c.check({k})")
         self.host.append(stmt)
 
     def _report(self, stmt, crossing):
@@ -233,6 +238,16 @@ def _constants_from_host(stmt: gast.stmt) -> gast.stmt:
         call.args = [call.func] + call.args
         call.func = templates.expr("_gpe_rt.constant")
     return stmt
+
+
+def _in_line_scope(stmt: gast.stmt) -> gast.stmt:
+    """Wrap a TF statement in `with _gpe_rt.line(lineno, effect):` (ops are named after the
+    user's line; an effect waits for the earlier ops that can fail)."""
+    line = anno.get(stmt, Key.ORIGIN, getattr(stmt, "lineno", 0))
+    effect = bool(anno.get(stmt, Key.EFFECT))
+    (wrapped,) = templates.replace(f"with _gpe_rt.line({line}, {effect}):\n    __body__",
+                                   __body__=[stmt])
+    return wrapped
 
 
 def _walk_scope(node):

@@ -11,6 +11,8 @@ class ChannelKind(enum.Enum):
     GATE = "host->TF: a bool 'go on' (False cancels the rest of the call) and values"
     OUTPUT = "TF->host: one value, received lazily as a Pending"
     BARRIER = "TF->host: a token sent once the TF part's earlier effects are done"
+    CHECK = ("TF->host: a token sent once the TF work before it is done; the host waits for it "
+             "only if that work can fail at run time, so errors surface where eager raises")
 
 
 @dataclass(frozen=True)

@@ -82,3 +82,25 @@ def test_interpreter_exit_does_not_hang():
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "5.0"
+
+
+def test_graph_error_surfaces_before_later_host_effects_and_names_the_line():
+    def make(log):
+        v = tf.Variable(1.0)
+
+        def pick(x, i):
+            y = tf.gather(x, i) * 2.0
+            v.assign_add(1.0)          # must not apply when the gather fails
+            log.append("after gather")  # must not run when the gather fails
+            return y
+        return pick, {"v": v}
+    calls = [(X, tf.constant(1)), (X, tf.constant(2)), (X, tf.constant(7)), (X, tf.constant(0))]
+    eager = __import__("harness").run(make, calls, sliced=False)
+    under = __import__("harness").run(make, calls, sliced=True)
+    assert eager.log == under.log == ["after gather"] * 3
+    assert np.array_equal(eager.variables["v"], under.variables["v"])
+    assert eager.results[2][:2] == under.results[2][:2] == ("raised", "InvalidArgumentError")
+    assert "indices = 7 is not in [0, 3)" in under.results[2][2]
+    line = make.__code__.co_firstlineno + 4
+    assert f"test_runtime.py:{line}" in under.results[2][2], under.results[2][2]
+    assert under.target.stats()["graph_calls"] == 3

@@ -133,8 +133,9 @@ def test_mixed_statement_is_split():
 
 def test_plan_channels_and_programs_compile():
     plan = slice_function(step, FACTS)
-    assert [c.kind for c in plan.channels] == [ChannelKind.ENTRY, ChannelKind.OUTPUT,
-                                               ChannelKind.GATE]
+    assert [c.kind for c in plan.channels] == [
+        ChannelKind.ENTRY, ChannelKind.OUTPUT, ChannelKind.CHECK, ChannelKind.GATE,
+        ChannelKind.CHECK]  # a check before each run of host statements after TF work
     for source in (plan.host_source, plan.tf_source, plan.profile_source):
         compile(source, "<plan>", "exec")
     assert "tf.matmul" in plan.tf_source and "tf.matmul" not in plan.host_source

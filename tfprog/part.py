@@ -8,6 +8,9 @@ every TF->host value.
 """
 from __future__ import annotations
 
+import contextlib
+import itertools
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -57,6 +60,8 @@ class Part:
     plan: SlicePlan
     function: Any                      # tf ConcreteFunction(queue handles...) -> int32
     specs: dict[int, list[ValueSpec]]  # channel index -> component specs
+    waits: frozenset[int] = frozenset()  # CHECK channels the host must wait on
+    uid: int = 0                         # names its ops' scopes (see LINE_SCOPE)
 
     @property
     def function_name(self) -> str:
@@ -64,7 +69,8 @@ class Part:
 
     def dtypes(self, index: int) -> list[tf.DType]:
         kind = self.plan.channel(index).kind
-        flag = [tf.bool] if kind in (ChannelKind.GATE, ChannelKind.BARRIER) else []
+        flag = [tf.bool] if kind in (ChannelKind.GATE, ChannelKind.BARRIER,
+                                     ChannelKind.CHECK) else []
         return flag + [s.dtype for s in self.specs[index]]
 
 
@@ -73,13 +79,46 @@ class _TraceRuntime:
 
     def __init__(self, plan: SlicePlan, specs: dict[int, list[ValueSpec]]):
         self.plan, self.specs = plan, specs
+        self.uid = next(_part_ids)
+        self.waits: set[int] = set()
+        self.unchecked: list = []  # ops that can fail at run time, not yet waited for
+        self.seen_ops = 0
+
+    @contextlib.contextmanager
+    def line(self, lineno: int, effect: bool):
+        """Name the statement's ops after its line; an effect waits for ops that can fail."""
+        self._note_failing_ops()
+        deps = list(self.unchecked) if effect else []
+        with tf.name_scope(f"gpe{self.uid}_L{lineno}"), tf.control_dependencies(deps):
+            yield
+        self._note_failing_ops()
+
+    def _note_failing_ops(self) -> None:
+        graph = tf.compat.v1.get_default_graph()
+        ops = graph.get_operations()
+        if getattr(graph, "_gpe_seen", 0) > len(ops):
+            graph._gpe_seen = 0
+        new = ops[getattr(graph, "_gpe_seen", 0):]
+        graph._gpe_seen = len(ops)
+        self.unchecked += [op for op in new if can_fail(op)]
+
+    def check(self, queues, index):
+        """The host waits here only if TF work since the last wait can fail at run time."""
+        self._note_failing_ops()
+        self.specs[index] = []
+        if not self.unchecked:
+            return
+        self.waits.add(index)
+        self.barrier(queues, index)
 
     def entry(self, queues, index):
         return self._receive(queues[index], self.specs[index], [])
 
     def gate(self, queues, index, segment: Callable):
         flag, *values = self._receive(queues[index], self.specs[index], [tf.bool])
-        with tf.control_dependencies(_stateful_ops()):
+        self._note_failing_ops()
+        outer, self.unchecked = self.unchecked, []
+        with tf.control_dependencies(_stateful_ops() + outer):
             tf.cond(flag, lambda: segment(*values), self.done)
 
     def output(self, queues, index, value):
@@ -92,9 +131,11 @@ class _TraceRuntime:
         gen_data_flow_ops.queue_enqueue_v2(queues[index], [tensor])
 
     def barrier(self, queues, index):
+        self._note_failing_ops()
         self.specs[index] = []
-        with tf.control_dependencies(_stateful_ops()):
+        with tf.control_dependencies(_stateful_ops() + self.unchecked):
             gen_data_flow_ops.queue_enqueue_v2(queues[index], [tf.constant(True)])
+        self.unchecked = []
 
     @staticmethod
     def constant(maker, value, dtype=None, shape=None, name=None, **kwargs):
@@ -125,6 +166,38 @@ class _TraceRuntime:
         return out
 
 
+# Ops that can fail on the values they get. Shapes into the graph are exact where known,
+# so shape errors are found when tracing; where a shape is unknown (a value computed on
+# the host mid-call) any op but a few element-wise ones may fail on it too.
+_FAILS_ON_VALUES = frozenset({
+    "GatherV2", "GatherNd", "ResourceGather", "ResourceGatherNd", "ScatterNd",
+    "TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub", "ResourceScatterUpdate",
+    "ResourceScatterAdd", "ResourceScatterSub", "ResourceScatterNdUpdate", "ResourceScatterNdAdd",
+    "Assert", "CheckNumerics", "CheckNumericsV2", "UnsortedSegmentSum", "UnsortedSegmentMax",
+    "UnsortedSegmentMin", "SegmentSum", "SegmentMean", "SparseToDense", "Cholesky",
+    "MatrixInverse", "MatrixDeterminant", "MatrixSolve", "StringToNumber", "DecodeRaw",
+    "PyFunc", "EagerPyFunc", "Bincount", "Multinomial", "TensorListGetItem", "Range",
+})
+_INTEGER_DIVISION = frozenset({"Div", "FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod"})
+_SHAPE_SAFE = frozenset({
+    "Identity", "Cast", "Const", "NoOp", "Neg", "Abs", "Exp", "Log", "Relu", "Tanh", "Sigmoid",
+    "Square", "Sqrt", "Shape", "Size", "Rank", "ReadVariableOp", "QueueDequeueV2",
+    "QueueEnqueueV2", "ZerosLike", "OnesLike",
+})
+LINE_SCOPE = re.compile(r"gpe(\d+)_L(\d+)")  # ops of part N from user line L: gpeN_LL/...
+_part_ids = itertools.count(1)
+
+
+def can_fail(op) -> bool:
+    """Whether running `op` can raise on the values it gets (beyond what tracing checked)."""
+    if op.type in _FAILS_ON_VALUES:
+        return True
+    if op.type in _INTEGER_DIVISION:
+        return op.inputs[0].dtype.is_integer
+    return op.type not in _SHAPE_SAFE and any(
+        not t.shape.is_fully_defined() for t in op.inputs)
+
+
 def _stateful_ops() -> list:
     graph = tf.compat.v1.get_default_graph()
     return [op for op in graph.get_operations()
@@ -150,4 +223,5 @@ def build_part(plan: SlicePlan, tf_factory: Callable[..., Callable], bound: dict
         raise
     except Exception as exc:  # tracing user code can raise anything
         raise PartError(f"tracing the TF part failed: {type(exc).__name__}: {exc}") from exc
-    return Part(plan=plan, function=concrete, specs=specs)
+    return Part(plan=plan, function=concrete, specs=specs, waits=frozenset(runtime.waits),
+                uid=runtime.uid)
