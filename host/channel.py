@@ -17,6 +17,7 @@ from tensorflow.python.ops import gen_data_flow_ops
 from host.pending import Pending
 from tfprog.channels import ValueSpec
 
+_WOKEN = (tf.errors.CancelledError, tf.errors.OutOfRangeError, RuntimeError)
 MAX_UNREAD = 256  # well past how far the host can run ahead (the entry queues hold 64)
 
 
@@ -32,9 +33,10 @@ class HostChannel:
     # host -> TF ---------------------------------------------------------------------
     def send(self, components: list) -> None:
         try:
-            gen_data_flow_ops.queue_enqueue_v2(self.handle, components)
-        except (tf.errors.CancelledError, tf.errors.OutOfRangeError) as exc:
-            self.session.raise_failure(self.label, exc)
+            with self.session.waiting(self.label):  # blocks only when the queue is full
+                gen_data_flow_ops.queue_enqueue_v2(self.handle, components)
+        except _WOKEN as exc:
+            self._woken(exc)
 
     # TF -> host ---------------------------------------------------------------------
     def recv(self) -> Pending:
@@ -56,12 +58,21 @@ class HostChannel:
 
     def _pull_one(self) -> None:
         try:
-            value = gen_data_flow_ops.queue_dequeue_v2(self.handle, self.dtypes)
-        except (tf.errors.CancelledError, tf.errors.OutOfRangeError) as exc:
-            self.session.raise_failure(self.label, exc)
+            with self.session.waiting(self.label):
+                value = gen_data_flow_ops.queue_dequeue_v2(self.handle, self.dtypes)
+        except _WOKEN as exc:
+            self._woken(exc)
         owner = self._waiting.popleft()()
         if owner is not None:
             owner._value = value[-1] if value else tf.constant(True)
+
+    def _woken(self, exc: BaseException):
+        """The queue was closed under this wait: raise why (the sink's error, a timeout,
+        Ctrl-C). A KeyboardInterrupt delivered while TF reports the closed queue reaches
+        us as pybind11's RuntimeError about mismatched exceptions."""
+        if isinstance(exc, RuntimeError) and not self.session.failed:
+            raise exc
+        self.session.raise_failure(self.label, exc)
 
     def close(self) -> None:
         try:

@@ -116,8 +116,16 @@ class SlicedFunction:
         key = tuple(signature.describe(v, name in self.dynamic) for name, v in values.items())
         variant = self.variants.get(key)
         if variant is not None and variant.captures_hold():
-            stats.graph_calls += 1
-            return variant.host_fn(*args, **kwargs)
+            session = variant.session
+            if not session.enter_call():
+                self._note(key, "called while another sliced call was running (nested, or "
+                                "from another thread)")
+                return self._eager(args, kwargs, None)
+            try:
+                stats.graph_calls += 1
+                return variant.host_fn(*args, **kwargs)
+            finally:
+                session.exit_call()
         if variant is not None:
             del self.variants[key]
             self._note(key, "a global or closure value the TF part captured was rebound")

@@ -9,11 +9,13 @@ the host raises the error and the next call starts a fresh generation.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import os
 import re
 import logging
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 
@@ -21,7 +23,9 @@ import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
 from host.channel import HostChannel
+from host.watchdog import Watchdog
 from tfprog.channels import make_queue
+from tfprog.exact import use_exact_arithmetic_on_this_thread
 from tfprog.part import LINE_SCOPE, Part
 from tfprog.sink import STOP, build_sink
 
@@ -39,10 +43,38 @@ class Registration:
 
 
 class Session:
-    def __init__(self):
+    def __init__(self, wait_timeout: float | None = None):
         self._lock = threading.RLock()
         self._new_generation()
         self.generation = 0
+        self.wait_timeout = wait_timeout or float(os.environ.get("GPE_WAIT_TIMEOUT", "600"))
+        self._call_guard = threading.Lock()
+        self._call_owner: int | None = None
+        self.watchdog = Watchdog(self)
+
+    # one sliced call at a time ---------------------------------------------------------
+    def enter_call(self) -> bool:
+        """Claim the session for one sliced call; False while another call holds it (from
+        another thread, or an outer sliced call on this one): that call then runs eagerly,
+        so the channels of two calls never interleave."""
+        with self._call_guard:
+            if self._call_owner is not None:
+                return False
+            self._call_owner = threading.get_ident()
+            return True
+
+    def exit_call(self) -> None:
+        self._call_owner = None
+
+    @contextlib.contextmanager
+    def waiting(self, label: str):
+        """Around a host operation that may block on the graph (see host.watchdog)."""
+        waits, me = self.watchdog.waits, threading.get_ident()
+        waits[me] = (time.monotonic(), label)
+        try:
+            yield
+        finally:
+            waits.pop(me, None)
 
     def _new_generation(self) -> None:
         self.control = tf.queue.FIFOQueue(-1, [tf.int32])
@@ -89,6 +121,7 @@ class Session:
         self.thread.start()
 
     def _run(self, sink, previous: threading.Thread | None) -> None:
+        use_exact_arithmetic_on_this_thread()
         if previous is not None:
             previous.join()
         if self.failed:
@@ -109,6 +142,10 @@ class Session:
         gen_data_flow_ops.queue_enqueue_v2(self.control.queue_ref, [tensor])
 
     # failure and shutdown ------------------------------------------------------------
+    def fail(self, exc: BaseException) -> None:
+        """Stop the session with `exc`: every waiting host operation wakes and raises it."""
+        self._fail(exc)
+
     def _fail(self, exc: BaseException) -> None:
         with self._lock:
             self.failure, self.failed = exc, True
@@ -171,15 +208,19 @@ class Session:
                 self._recover()
 
     def close(self) -> None:
-        """Stop the sink after the calls already sent (bounded wait, then cancel)."""
+        """Stop the sink after the calls already sent (bounded wait, then cancel). A failed
+        sink may still be finishing an op: it is waited for too, so that no TF thread is
+        running when the interpreter tears down."""
+        self.watchdog.stop()
         with self._lock:
             thread = self.thread
-            if thread is None or self.failed:
+            if thread is None:
                 return
-            try:
-                self._enqueue_control(STOP)
-            except tf.errors.OpError:
-                pass
+            if not self.failed:
+                try:
+                    self._enqueue_control(STOP)
+                except tf.errors.OpError:
+                    pass
         thread.join(CLOSE_TIMEOUT_S)
         if thread.is_alive():
             self._close_queues()

@@ -66,7 +66,15 @@ def test_many_unread_values_do_not_fill_the_queue():
     assert np.array_equal(sliced(X).numpy(), (X * 2.0).numpy())
 
 
-def test_interpreter_exit_does_not_hang():
+def run_script(tmp_path, source: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run `source` as a script file (gpe needs the functions' source)."""
+    path = tmp_path / "script.py"
+    path.write_text(textwrap.dedent(source))
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_interpreter_exit_does_not_hang(tmp_path):
     script = textwrap.dedent("""
         import tensorflow as tf, gpe
         v = tf.Variable(0.0)
@@ -76,12 +84,12 @@ def test_interpreter_exit_does_not_hang():
         s = gpe.function(step)
         for i in range(5):
             r = s(tf.constant(1.0))
-        print(float(r))
+        print(float(r), s.stats()["graph_calls"])
+        r = s(tf.constant(1.0))  # still in flight at exit
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120)
+    done = run_script(tmp_path, script, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "5.0"
+    assert done.stdout.strip().splitlines()[-1] == "5.0 4"
 
 
 def test_graph_error_surfaces_before_later_host_effects_and_names_the_line():
@@ -104,3 +112,110 @@ def test_graph_error_surfaces_before_later_host_effects_and_names_the_line():
     line = make.__code__.co_firstlineno + 4
     assert f"test_runtime.py:{line}" in under.results[2][2], under.results[2][2]
     assert under.target.stats()["graph_calls"] == 3
+
+
+def heavy(x):
+    """Slow graph work: a chain of large matmuls (about a second on two cores)."""
+    a = tf.matmul(x, x) / 1000.0
+    b = tf.matmul(a, a) / 1000.0
+    c = tf.matmul(b, b) / 1000.0
+    d = tf.matmul(c, c) / 1000.0
+    return tf.reduce_sum(d)
+
+
+def test_a_stuck_wait_raises_naming_channel_and_function_then_session_recovers():
+    from host.session import get_session
+    from host.watchdog import GpeTimeoutError
+    sliced = gpe.function(heavy)
+    small = tf.ones([4, 4])
+    big = tf.ones([2000, 2000])
+    sliced(small)
+    session = get_session()
+    old, session.wait_timeout = session.wait_timeout, 0.05
+    try:
+        big_sliced = gpe.function(heavy)
+        big_sliced(big)  # profile call, eager
+        with pytest.raises(GpeTimeoutError, match=r"channel .*heavy.*test_runtime.py"):
+            for _ in range(3):
+                float(big_sliced(big))
+    finally:
+        session.wait_timeout = old
+    # the next call works, and gives eager's bits (gpe's graphs keep eager's arithmetic)
+    assert float(sliced(small)) == float(heavy(small))
+
+
+def test_ctrl_c_during_a_wait_raises_keyboard_interrupt_at_once(tmp_path):
+    script = textwrap.dedent("""
+        import os, signal, threading, time, tensorflow as tf, gpe
+        def heavy(x):
+            a = tf.matmul(x, x) / 1000.0
+            b = tf.matmul(a, a) / 1000.0
+            c = tf.matmul(b, b) / 1000.0
+            d = tf.matmul(c, c) / 1000.0
+            e = tf.matmul(d, d) / 1000.0
+            f = tf.matmul(e, e) / 1000.0
+            return tf.reduce_sum(f)
+        s = gpe.function(heavy)
+        s(tf.ones([4, 4])); s(tf.ones([4, 4]))
+        big = tf.ones([2500, 2500])
+        s(big)  # profile call (eager)
+        s(big)  # the TF part is built; this call and the next run in the graph
+        pending = [s(big) for _ in range(8)]  # several seconds of graph work
+        threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        start = time.monotonic()
+        try:
+            float(pending[-1])
+            print("finished after", time.monotonic() - start, s.stats())
+        except KeyboardInterrupt:
+            print("interrupted after", round(time.monotonic() - start, 1))
+    """)
+    done = run_script(tmp_path, script)
+    assert done.returncode == 0, done.stderr[-2000:]
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("interrupted after"), done.stdout
+    assert float(last.split()[-1]) < 3.0
+
+
+def test_calls_from_several_threads_never_interleave():
+    import threading
+
+    def scale(x, k):
+        y = x * k
+        return tf.reduce_sum(y) + k
+    sliced = gpe.function(scale)
+    sliced(X, 1.0)
+    errors = []
+
+    def worker(k):
+        for i in range(40):
+            value = float(sliced(X, float(k * 100 + i)))
+            if value != float(scale(X, float(k * 100 + i))):
+                errors.append((k, i, value))
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors
+    stats = sliced.stats()
+    assert stats["calls"] == 161 and stats["graph_calls"] + stats["eager_calls"] == 161
+    assert stats["graph_calls"] > 0
+
+
+def test_sliced_function_called_inside_another_runs_correctly():
+    def make(log):
+        v = tf.Variable(1.0)
+        inner = gpe.function(lambda_free_inner)
+
+        def outer(x):
+            v.assign_add(tf.reduce_sum(x))
+            r = inner(v.read_value())
+            log.append(float(r))
+            v.assign(v * 0.5)
+            return v.read_value()
+        return outer, {"v": v}
+    check(make, [(X,)] * 4, host_ops_allowed=frozenset({"Mul", "AddV2", "Const"}))
+
+
+def lambda_free_inner(t):
+    return t * 2.0 + 1.0

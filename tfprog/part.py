@@ -20,6 +20,7 @@ from tensorflow.python.types import core
 
 from slicer.plan import ChannelKind, SlicePlan
 from tfprog.channels import ValueSpec
+from tfprog.exact import exact_arithmetic
 
 _RESOURCE = tf.TensorSpec([], tf.resource)
 
@@ -217,8 +218,9 @@ def build_part(plan: SlicePlan, tf_factory: Callable[..., Callable], bound: dict
     traced.__name__ = f"gpe_{plan.name}"
     signature = [_RESOURCE] * len(plan.channels)
     try:
-        concrete = tf.function(traced, input_signature=signature,
-                               autograph=False).get_concrete_function()
+        with exact_arithmetic():
+            concrete = tf.function(traced, input_signature=signature,
+                                   autograph=False).get_concrete_function()
     except PartError:
         raise
     except Exception as exc:  # tracing user code can raise anything

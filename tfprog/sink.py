@@ -11,6 +11,8 @@ from typing import Any, Sequence
 import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
+from tfprog.exact import exact_arithmetic
+
 STOP = -1
 
 
@@ -33,4 +35,5 @@ def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[
         return tf.while_loop(lambda i: i >= 0, body, [tf.constant(0, tf.int32)],
                              parallel_iterations=1)
 
-    return tf.function(gpe_sink, autograph=False).get_concrete_function()
+    with exact_arithmetic():
+        return tf.function(gpe_sink, autograph=False).get_concrete_function()
