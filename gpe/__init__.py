@@ -8,8 +8,9 @@
 from gpe.api import explain, function
 from host.function import GpeWarning, SlicedFunction
 from host.log import configure as _configure_logging
+from host.timing import Timing, timing
 
 _configure_logging()
 
-__all__ = ["GpeWarning", "SlicedFunction", "explain", "function"]
+__all__ = ["GpeWarning", "SlicedFunction", "Timing", "explain", "function", "timing"]
 __version__ = "0.1.0"

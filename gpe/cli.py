@@ -31,6 +31,23 @@ def _explain(args) -> int:
     return 0
 
 
+def _run(args) -> int:
+    from gpe.run import report, run_script
+    if not os.path.exists(args.script):
+        raise SystemExit(f"gpe: no such file: {args.script}")
+    status = 0
+    try:
+        run_script(args.script, args.args)
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code not in (None, 0) and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
+    finally:
+        if args.report:
+            print(report(), file=sys.stderr)
+    return status
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="gpe", description="Graph program extraction for imperative TensorFlow 2.")
@@ -43,6 +60,19 @@ def main(argv=None) -> int:
     explain.add_argument("target", metavar="FILE:FUNCTION",
                          help="a Python file and a function in it (Class.method works)")
     explain.set_defaults(run=_explain)
+    run = commands.add_parser(
+        "run", help="run a script with every function in it sliced",
+        description="Run SCRIPT as __main__, with every top-level function and method in it, "
+                    "and in the modules it imports from its own directory, handled as if "
+                    "decorated with @gpe.function. Functions without TF work stay plain "
+                    "Python.")
+    run.add_argument("--report", action="store_true",
+                     help="at exit, print per function: calls, sliced calls, eager calls and "
+                          "why any call ran eagerly (to stderr)")
+    run.add_argument("script", metavar="SCRIPT", help="the Python script to run")
+    run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+                     help="arguments passed to the script")
+    run.set_defaults(run=_run)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -82,8 +82,14 @@ class Variant:
 
 
 class SlicedFunction:
-    def __init__(self, fn: Callable, profile_calls: int = 1):
+    """A function run sliced. auto=True (as `gpe run` wraps every function): a function
+    with no TF work, or one that cannot be sliced, becomes plain Python for good, and
+    fallbacks are logged rather than warned about."""
+
+    def __init__(self, fn: Callable, profile_calls: int = 1, auto: bool = False):
         self.fn = fn
+        self.auto = auto
+        self.plain = False  # auto mode: decided it is plain Python; calls go straight to fn
         self.profile_calls = max(1, profile_calls)
         self.signature = inspect.signature(fn)
         self.variants: dict[tuple, Variant] = {}
@@ -105,12 +111,14 @@ class SlicedFunction:
 
     # calling --------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        if self.plain:
+            return self.fn(*args, **kwargs)
         stats = self.stats_
         stats.calls += 1
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError:
-            return self._eager(args, kwargs, None)  # eager raises the same TypeError
+            return self._eager(args, kwargs)  # eager raises the same TypeError
         bound.apply_defaults()
         values = bound.arguments
         key = tuple(signature.describe(v, name in self.dynamic) for name, v in values.items())
@@ -120,7 +128,7 @@ class SlicedFunction:
             if not session.enter_call():
                 self._note(key, "called while another sliced call was running (nested, or "
                                 "from another thread)")
-                return self._eager(args, kwargs, None)
+                return self._eager(args, kwargs)
             try:
                 stats.graph_calls += 1
                 return variant.host_fn(*args, **kwargs)
@@ -130,10 +138,10 @@ class SlicedFunction:
             del self.variants[key]
             self._note(key, "a global or closure value the TF part captured was rebound")
         if key in self.refused:
-            return self._eager(args, kwargs, None)
+            return self._eager(args, kwargs)
         return self._first_calls(key, dict(values), args, kwargs)
 
-    def _eager(self, args, kwargs, reason: str | None):
+    def _eager(self, args, kwargs):
         self.stats_.eager_calls += 1
         return self.fn(*args, **kwargs)
 
@@ -141,13 +149,17 @@ class SlicedFunction:
         with self._lock:
             if len(self.variants) >= MAX_VARIANTS:
                 self._refuse(key, f"more than {MAX_VARIANTS} argument signatures")
-                return self._eager(args, kwargs, None)
+                return self._eager(args, kwargs)
             self._mark_dynamic(key, values)
             try:
                 plan = self._plan(key, values)
             except Refusal as refusal:
                 self._refuse(key, str(refusal))
-                return self._eager(args, kwargs, None)
+                self.plain = self.auto
+                return self._eager(args, kwargs)
+            if self.auto and not any(line.place == "TF" for line in plan.lines):
+                self.plain = True  # no TF work: plain Python from now on
+                return self._eager(args, kwargs)
             result, observed = self._profile(plan, args, kwargs)
             runs = self.profiles.setdefault(key, [])
             runs.append(observed)
@@ -203,7 +215,9 @@ class SlicedFunction:
 
     def _note(self, key, reason: str) -> None:
         self.stats_.fallbacks[reason] = self.stats_.fallbacks.get(reason, 0) + 1
-        if reason not in self.warned:
+        if self.auto:
+            log.info("%s runs eagerly: %s", self.__qualname__, reason)
+        elif reason not in self.warned:
             self.warned.add(reason)
             warnings.warn(f"gpe: {self.__qualname__} runs eagerly: {reason}", GpeWarning,
                           stacklevel=4)

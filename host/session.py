@@ -48,6 +48,8 @@ class Session:
         self._new_generation()
         self.generation = 0
         self.wait_timeout = wait_timeout or float(os.environ.get("GPE_WAIT_TIMEOUT", "600"))
+        self.host_wait_s = 0.0  # time the host spent blocked on the graph
+        self.timer: tf.Variable | None = None  # graph busy seconds and calls, when measuring
         self._call_guard = threading.Lock()
         self._call_owner: int | None = None
         self.watchdog = Watchdog(self)
@@ -70,11 +72,22 @@ class Session:
     def waiting(self, label: str):
         """Around a host operation that may block on the graph (see host.watchdog)."""
         waits, me = self.watchdog.waits, threading.get_ident()
-        waits[me] = (time.monotonic(), label)
+        waits[me] = (start := time.monotonic(), label)
         try:
             yield
         finally:
             waits.pop(me, None)
+            self.host_wait_s += time.monotonic() - start
+
+    def measure_graph_time(self) -> tf.Variable:
+        """From now on the sink times each part it runs (see tfprog.sink); returns the
+        float64 [2] variable holding busy seconds and calls."""
+        with self._lock:
+            if self.timer is None:
+                self.timer = tf.Variable(tf.zeros([2], tf.float64), trainable=False)
+                if self.parts:
+                    self._restart()
+            return self.timer
 
     def _new_generation(self) -> None:
         self.control = tf.queue.FIFOQueue(-1, [tf.int32])
@@ -112,7 +125,8 @@ class Session:
         for index, (_, reg, _) in enumerate(self.parts):
             reg.index = index  # calls already sent keep the numbering of the sink they went to
         sink = build_sink(self.control, [
-            (part.function, [c.handle for c in reg.channels]) for part, reg, _ in self.parts])
+            (part.function, [c.handle for c in reg.channels]) for part, reg, _ in self.parts],
+            self.timer)
         previous = self.thread
         if previous is not None:
             self._enqueue_control(STOP)

@@ -16,8 +16,12 @@ from tfprog.exact import exact_arithmetic
 STOP = -1
 
 
-def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[Any]]]):
-    """`parts`: (concrete function, its queue handles) in part-number order."""
+def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[Any]]],
+               timer: tf.Variable | None = None):
+    """`parts`: (concrete function, its queue handles) in part-number order.
+
+    timer: a float64 [2] variable; when given, each part's run adds its wall seconds to
+    timer[0] and 1 to timer[1] (how busy the graph was, for overlap measurements)."""
 
     def run_one(index):
         branches = [(lambda f=f, h=tuple(h): f(*h)) for f, h in parts]
@@ -28,7 +32,17 @@ def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[
         index = gen_data_flow_ops.queue_dequeue_v2(control.queue_ref, [tf.int32])[0]
         index = tf.reshape(index, [])
         safe = tf.where(index < 0, len(parts), index)
-        with tf.control_dependencies([run_one(safe)]):
+        if timer is None:
+            with tf.control_dependencies([run_one(safe)]):
+                return tf.identity(index)
+        with tf.control_dependencies([safe]):
+            start = tf.timestamp()
+        with tf.control_dependencies([start]):
+            done = run_one(safe)
+        with tf.control_dependencies([done]):
+            elapsed = tf.timestamp() - start
+        counted = tf.cast(index >= 0, tf.float64)
+        with tf.control_dependencies([timer.assign_add(tf.stack([elapsed, 1.0]) * counted)]):
             return tf.identity(index)
 
     def gpe_sink():

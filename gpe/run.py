@@ -1,0 +1,118 @@
+"""`gpe run SCRIPT [ARGS...]`: run an unmodified script with its functions sliced.
+
+The script runs as `__main__`. Every top-level function and every method of a top-level
+class in it, and in the modules it imports from its own directory, is wrapped as if
+decorated with `@gpe.function` (innermost, under any decorators it has); generators,
+coroutines and nested functions are left alone. A function with no TF work becomes plain
+Python after its first call. All of them share the one session.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.abc
+import importlib.machinery
+import inspect
+import os
+import sys
+import sysconfig
+import types
+import weakref
+from typing import Callable
+
+from host.function import SlicedFunction
+
+DECORATOR = "__gpe_function__"
+_wrapped: list[weakref.ref] = []
+
+
+def auto(fn: Callable):
+    """The decorator `gpe run` adds to every function it can slice."""
+    if not inspect.isfunction(fn) or inspect.isgeneratorfunction(fn) or \
+            inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        return fn
+    sliced = SlicedFunction(fn, auto=True)
+    _wrapped.append(weakref.ref(sliced))
+    return sliced
+
+
+class _AddDecorators(ast.NodeTransformer):
+    def visit_Module(self, node: ast.Module) -> ast.Module:
+        for stmt in node.body:
+            if isinstance(stmt, ast.FunctionDef):
+                self._decorate(stmt)
+            elif isinstance(stmt, ast.ClassDef):
+                for item in stmt.body:
+                    if isinstance(item, ast.FunctionDef):
+                        self._decorate(item)
+        return node
+
+    @staticmethod
+    def _decorate(fn: ast.FunctionDef) -> None:
+        marker = ast.Name(id=DECORATOR, ctx=ast.Load())
+        ast.copy_location(marker, fn)
+        fn.decorator_list.append(marker)  # last in the list: applied first, innermost
+
+
+def compile_wrapped(source: str | bytes, path: str) -> types.CodeType:
+    tree = _AddDecorators().visit(ast.parse(source, path))
+    return compile(ast.fix_missing_locations(tree), path, "exec", dont_inherit=True)
+
+
+class _Loader(importlib.machinery.SourceFileLoader):
+    def get_code(self, fullname):  # never a cached .pyc: those hold unwrapped code
+        return compile_wrapped(self.get_data(self.path), self.path)
+
+    def exec_module(self, module):
+        module.__dict__[DECORATOR] = auto
+        super().exec_module(module)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds the modules under the script's directory (not installed packages)."""
+
+    def __init__(self, directory: str):
+        self.directory = directory + os.sep
+        installed = {sysconfig.get_paths()[k] for k in ("purelib", "platlib", "stdlib")}
+        self.installed = tuple(p + os.sep for p in installed if p) + (sys.prefix + os.sep,)
+
+    def find_spec(self, name, path, target=None):
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        origin = getattr(spec, "origin", None) or ""
+        if (spec is None or not origin.endswith(".py") or not origin.startswith(self.directory)
+                or origin.startswith(self.installed)):
+            return None
+        spec.loader = _Loader(spec.name, origin)
+        return spec
+
+
+def run_script(path: str, argv: list[str]) -> None:
+    """Run `path` as __main__ with `argv` as its arguments."""
+    path = os.path.abspath(path)
+    directory = os.path.dirname(path)
+    with open(path, "rb") as f:
+        code = compile_wrapped(f.read(), path)
+    sys.argv = [path] + list(argv)
+    sys.path.insert(0, directory)
+    sys.meta_path.insert(0, _Finder(directory))
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=path, __builtins__=__builtins__, __spec__=None,
+                         **{DECORATOR: auto})
+    sys.modules["__main__"] = main
+    exec(code, main.__dict__)
+
+
+def report() -> str:
+    """Per sliced function with TF work: calls, sliced calls, eager calls, fallbacks."""
+    rows = [f for f in (ref() for ref in _wrapped) if f is not None and not f.plain]
+    lines = ["gpe report: functions with TF work"]
+    if not rows:
+        lines.append("  (none)")
+    for fn in rows:
+        s = fn.stats()
+        lines.append(f"  {fn.__qualname__}: {s['calls']} calls, {s['graph_calls']} sliced, "
+                     f"{s['eager_calls']} eager, {s['variants']} variant(s)")
+        for reason, count in s["fallbacks"].items():
+            lines.append(f"      eager x{count}: {reason}")
+    plain = sum(1 for ref in _wrapped if ref() is not None and ref().plain)
+    lines.append(f"  {plain} function(s) ran as plain Python (no TF work, or not sliceable)")
+    return "\n".join(lines)
