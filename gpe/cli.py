@@ -48,6 +48,12 @@ def _run(args) -> int:
     return status
 
 
+def _bench(args) -> int:
+    from gpe.bench import main
+    main(args.calls, args.repeats)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="gpe", description="Graph program extraction for imperative TensorFlow 2.")
@@ -73,6 +79,14 @@ def main(argv=None) -> int:
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
                      help="arguments passed to the script")
     run.set_defaults(run=_run)
+    bench = commands.add_parser(
+        "bench", help="measure the cost of crossing between host and graph",
+        description="Measure, in one run: an eager op, a tf.function call, the host's queue "
+                    "primitives, a pipelined host->TF send, an empty sliced call and a "
+                    "TF->host round trip (median microseconds per operation).")
+    bench.add_argument("--calls", type=int, default=2000, help="operations per timed run")
+    bench.add_argument("--repeats", type=int, default=5, help="timed runs; the median is shown")
+    bench.set_defaults(run=_bench)
     args = parser.parse_args(argv)
     return args.run(args)
 

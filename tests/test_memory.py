@@ -1,0 +1,47 @@
+"""No memory growth over 10,000 sliced calls (tracemalloc for Python, RSS for everything)."""
+import gc
+import os
+import tracemalloc
+
+import tensorflow as tf
+
+import gpe
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_no_growth_over_10000_calls():
+    v = tf.Variable(0.0)
+    log = []
+
+    def step(x):
+        v.assign_add(tf.reduce_sum(x))
+        log.append(1)
+        return v.read_value() * 2.0
+
+    sliced = gpe.function(step)
+    x = tf.ones([8])
+    for i in range(1000):  # warm up: every cache, queue and pool reaches its size
+        r = sliced(x)
+    float(r)
+    del log[:]
+    gc.collect()
+    tracemalloc.start()
+    before_py, before_rss = tracemalloc.get_traced_memory()[0], rss_bytes()
+    for i in range(10_000):
+        r = sliced(x)
+        if i % 1000 == 0:
+            float(r)
+            del log[:]
+    float(r)
+    del log[:]
+    gc.collect()
+    after_py, after_rss = tracemalloc.get_traced_memory()[0], rss_bytes()
+    tracemalloc.stop()
+    print(f"10,000 calls: Python heap {after_py - before_py:+d} B, RSS {after_rss - before_rss:+d} B")
+    assert sliced.stats()["graph_calls"] == 11_000 - 1
+    assert after_py - before_py < 64 * 1024
+    assert after_rss - before_rss < 16 * 1024 * 1024

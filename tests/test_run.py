@@ -1,0 +1,104 @@
+"""`gpe run SCRIPT`: an unmodified script, its functions (and its local modules') sliced."""
+import os
+import subprocess
+import sys
+import textwrap
+
+HELPERS = """
+import tensorflow as tf
+
+def loss_fn(pred, y):
+    return tf.reduce_mean(tf.square(pred - y))
+
+def fmt(v):
+    return f"{v:.5f}"
+"""
+
+TRAIN = """
+import sys
+import tensorflow as tf
+from helpers import fmt, loss_fn
+
+w = tf.Variable(tf.ones([3, 1]))
+history = []
+
+def step(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+    g = tape.gradient(loss, w)
+    w.assign_sub(0.1 * g)
+    history.append(float(loss))
+    return loss
+
+class Scaler:
+    def __init__(self, k):
+        self.k = k
+
+    def scale(self, x):
+        return x * 2.0
+
+if __name__ == "__main__":
+    x = tf.reshape(tf.range(12, dtype=tf.float32), [4, 3]) / 10
+    y = tf.ones([4, 1])
+    for i in range(int(sys.argv[1])):
+        l = step(x, y)
+    print("final", fmt(float(l)), [fmt(h) for h in history], w.numpy().ravel().tolist())
+    print("loss_fn", fmt(float(loss_fn(x, 1.0))), "scaled", float(Scaler(3).scale(tf.constant(1.5))))
+    print("argv", sys.argv[1:], __name__)
+"""
+
+
+def run(args, cwd):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=240, env=env)
+
+
+def test_gpe_run_matches_plain_python_and_reports(tmp_path):
+    (tmp_path / "helpers.py").write_text(textwrap.dedent(HELPERS))
+    (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN))
+    plain = run([sys.executable, "train.py", "6"], tmp_path)
+    sliced = run([sys.executable, "-m", "gpe.cli", "run", "--report", "train.py", "6"],
+                 tmp_path)
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    assert sliced.returncode == 0, sliced.stderr[-2000:]
+    assert sliced.stdout == plain.stdout
+    report = sliced.stderr[sliced.stderr.index("gpe report"):]
+    assert "step: 6 calls, 5 sliced, 1 eager" in report
+    assert "loss_fn: 1 calls" in report          # a function of a module next to the script
+    assert "fmt" not in report                    # no TF work: plain Python
+    assert "function(s) ran as plain Python" in report
+
+
+def test_gpe_run_passes_exit_status_and_errors(tmp_path):
+    (tmp_path / "fail.py").write_text("import sys\nsys.exit(3)\n")
+    assert run([sys.executable, "-m", "gpe.cli", "run", "fail.py"], tmp_path).returncode == 3
+    missing = run([sys.executable, "-m", "gpe.cli", "run", "nope.py"], tmp_path)
+    assert missing.returncode != 0 and "no such file" in missing.stderr
+    helptext = run([sys.executable, "-m", "gpe.cli", "run", "--help"], tmp_path)
+    assert "SCRIPT" in helptext.stdout and "--report" in helptext.stdout
+
+
+def test_plain_functions_become_plain_after_one_call():
+    from gpe.run import auto
+
+    def add(a, b):
+        return a + b
+    wrapped = auto(add)
+    assert wrapped(1, 2) == 3 and wrapped.plain
+    assert wrapped("a", "b") == "ab"
+    assert wrapped.stats()["calls"] == 1  # later calls go straight to the function
+
+    def gen():
+        yield 1
+    assert auto(gen) is gen
+
+
+def test_gpe_bench_reports_every_crossing(tmp_path):
+    done = run([sys.executable, "-m", "gpe.cli", "bench", "--calls", "30", "--repeats", "1"],
+               tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line for line in done.stdout.splitlines() if line and not line.startswith("operation")]
+    assert len(rows) == 7
+    for row in rows:
+        value = float(row[row.index("  ", 40):].split()[0])
+        assert 0 < value < 1e6, row
