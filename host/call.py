@@ -21,6 +21,11 @@ class GuardError(RuntimeError):
     """A value computed mid-call no longer fits the channel built for it."""
 
 
+class EntryGuardFailed(Exception):
+    """A value sent when a call starts does not fit its channel; nothing was sent, so the
+    caller runs this call eagerly instead."""
+
+
 def to_components(values, specs: list[ValueSpec], label: str) -> list:
     """The queue components for `values`, checked against the channel's specs.
 
@@ -32,7 +37,7 @@ def to_components(values, specs: list[ValueSpec], label: str) -> list:
             value = value.resolve()
         if not matches(spec, value):
             raise GuardError(f"gpe: {label} expected {spec.describe()}, got "
-                             f"{_describe(value)}; this is not handled mid-call yet")
+                             f"{_describe(value)}")
         out.append(np.asarray(value, spec.dtype.as_numpy_dtype) if spec.python else value)
     return out
 
@@ -55,15 +60,23 @@ class Runtime:
         self.waits = variant.part.waits
 
     def begin(self, entry_values) -> "CallContext":
+        """Start a call: check and convert the entry values first, so that a mismatch
+        leaves nothing half-sent, then send the part number and the values."""
         registration = self.variant.registration()
         session = self.variant.session
+        components = None
+        if self.entry is not None:
+            channel = registration.channels[self.entry]
+            try:
+                components = to_components(entry_values, channel.specs, channel.label)
+            except GuardError as exc:
+                raise EntryGuardFailed(str(exc)) from None
         try:
             session.start_call(registration.index)
         except tf.errors.OpError as exc:
             session.raise_failure("the control queue", exc)
-        if self.entry is not None:
-            channel = registration.channels[self.entry]
-            channel.send(to_components(entry_values, channel.specs, channel.label))
+        if components is not None:
+            registration.channels[self.entry].send(components)
         return CallContext(self, registration)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from host import signature
-from host.call import Runtime
+from host.call import EntryGuardFailed, Runtime
 from host.loader import load
 from host.session import Registration, Session, get_session
 from slicer import Refusal, SlicePlan, slice_function
@@ -132,6 +132,10 @@ class SlicedFunction:
             try:
                 stats.graph_calls += 1
                 return variant.host_fn(*args, **kwargs)
+            except EntryGuardFailed as failed:  # raised before anything was sent
+                stats.graph_calls -= 1
+                self._note(key, str(failed))
+                return self._eager(args, kwargs)
             finally:
                 session.exit_call()
         if variant is not None:

@@ -124,6 +124,8 @@ class Session:
         self._sink_owners = [owner for _, owner in live if owner is not None]
         for index, (_, reg, _) in enumerate(self.parts):
             reg.index = index  # calls already sent keep the numbering of the sink they went to
+        if not self.parts:
+            return
         sink = build_sink(self.control, [
             (part.function, [c.handle for c in reg.channels]) for part, reg, _ in self.parts],
             self.timer)

@@ -219,3 +219,24 @@ def test_sliced_function_called_inside_another_runs_correctly():
 
 def lambda_free_inner(t):
     return t * 2.0 + 1.0
+
+
+GLOBAL_SCALE = 2.0
+
+
+def test_entry_value_that_no_longer_fits_runs_that_call_eagerly():
+    global GLOBAL_SCALE
+
+    def scaled(x):
+        return x * GLOBAL_SCALE
+    sliced = gpe.function(scaled)
+    GLOBAL_SCALE = 2.0
+    assert np.array_equal(sliced(X).numpy(), (X * 2.0).numpy())
+    assert np.array_equal(sliced(X).numpy(), (X * 2.0).numpy())
+    GLOBAL_SCALE = np.float32(3.0)  # the global changed type: its channel was built for float
+    with pytest.warns(gpe.GpeWarning, match="expected float float64"):
+        assert np.array_equal(sliced(X).numpy(), (X * np.float32(3.0)).numpy())
+    GLOBAL_SCALE = 4.0
+    assert np.array_equal(sliced(X).numpy(), (X * 4.0).numpy())
+    stats = sliced.stats()
+    assert stats["graph_calls"] == 2 and stats["eager_calls"] == 2

@@ -2,6 +2,7 @@
 
 It loops: dequeue a part number from the control queue, run that part (a call by name of
 its FunctionDef, with its channels' queue handles), until it dequeues a negative number.
+With one part there is no dispatch at all; with several, a `Case` picks the part.
 The host runs it on one thread for as long as the set of parts stays the same.
 """
 from __future__ import annotations
@@ -24,30 +25,32 @@ def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[
     timer[0] and 1 to timer[1] (how busy the graph was, for overlap measurements)."""
 
     def run_one(index):
+        if len(parts) == 1:  # no dispatch needed (the loop only runs valid numbers)
+            f, h = parts[0]
+            return f(*h)
         branches = [(lambda f=f, h=tuple(h): f(*h)) for f, h in parts]
-        branches.append(lambda: tf.constant(0, tf.int32))  # STOP and unknown numbers
         return tf.switch_case(index, branches)
 
-    def body(previous):
+    def next_index():
         index = gen_data_flow_ops.queue_dequeue_v2(control.queue_ref, [tf.int32])[0]
-        index = tf.reshape(index, [])
-        safe = tf.where(index < 0, len(parts), index)
+        return tf.reshape(index, [])
+
+    def body(index):
         if timer is None:
-            with tf.control_dependencies([run_one(safe)]):
-                return tf.identity(index)
-        with tf.control_dependencies([safe]):
-            start = tf.timestamp()
-        with tf.control_dependencies([start]):
-            done = run_one(safe)
+            done = run_one(index)
+        else:
+            with tf.control_dependencies([index]):
+                start = tf.timestamp()
+            with tf.control_dependencies([start]):
+                done = run_one(index)
+            with tf.control_dependencies([done]):
+                elapsed = tf.timestamp() - start
+            done = timer.assign_add(tf.stack([elapsed, tf.constant(1.0, tf.float64)]))
         with tf.control_dependencies([done]):
-            elapsed = tf.timestamp() - start
-        counted = tf.cast(index >= 0, tf.float64)
-        with tf.control_dependencies([timer.assign_add(tf.stack([elapsed, 1.0]) * counted)]):
-            return tf.identity(index)
+            return next_index()
 
     def gpe_sink():
-        return tf.while_loop(lambda i: i >= 0, body, [tf.constant(0, tf.int32)],
-                             parallel_iterations=1)
+        return tf.while_loop(lambda i: i >= 0, body, [next_index()], parallel_iterations=1)
 
     with exact_arithmetic():
         return tf.function(gpe_sink, autograph=False).get_concrete_function()
