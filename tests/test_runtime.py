@@ -176,6 +176,7 @@ def test_ctrl_c_during_a_wait_raises_keyboard_interrupt_at_once(tmp_path):
     assert float(last.split()[-1]) < 3.0
 
 
+@pytest.mark.filterwarnings("ignore:.*another sliced call was running:gpe.GpeWarning")
 def test_calls_from_several_threads_never_interleave():
     import threading
 
@@ -202,6 +203,7 @@ def test_calls_from_several_threads_never_interleave():
     assert stats["graph_calls"] > 0
 
 
+@pytest.mark.filterwarnings("ignore:.*another sliced call was running:gpe.GpeWarning")
 def test_sliced_function_called_inside_another_runs_correctly():
     def make(log):
         v = tf.Variable(1.0)
