@@ -58,6 +58,8 @@ class Runtime:
         self.op_pos = {k: i for i, k in enumerate(plan.host_ops)}
         self.entry = next((c.index for c in plan.channels if c.kind == ChannelKind.ENTRY), None)
         self.waits = variant.part.waits
+        self.start_pos = 0 if self.entry is not None else -1  # begin sends the entry
+        self.last_pos = len(plan.host_ops) - 1
 
     def begin(self, entry_values) -> "CallContext":
         """Start a call: check and convert the entry values first, so that a mismatch
@@ -84,7 +86,8 @@ class CallContext:
     __slots__ = ("rt", "channels", "pos")
 
     def __init__(self, rt: Runtime, registration):
-        self.rt, self.channels, self.pos = rt, registration.channels, 0
+        # pos: where the host program is, as an index into plan.host_ops
+        self.rt, self.channels, self.pos = rt, registration.channels, rt.start_pos
 
     def recv(self, k: int):
         self.pos = self.rt.op_pos[k]
@@ -105,8 +108,11 @@ class CallContext:
         if k in self.rt.waits:
             self.channels[k].wait()
 
-    def abort(self) -> None:
-        """Cancel what is left of this call's TF part (called on a host exception)."""
+    def finish(self) -> None:
+        """The host function is leaving (returned, early or not, or raised): cancel what is
+        left of this call's TF part. Nothing to do when the host program ran to its end."""
+        if self.pos == self.rt.last_pos:
+            return
         plan = self.rt.variant.plan
         try:
             for k in plan.host_ops[self.pos + 1:]:

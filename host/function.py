@@ -257,6 +257,8 @@ def _specs(plan: SlicePlan, runs: list[dict[int, list]]) -> dict[int, list]:
         if not channel.to_tf:
             continue
         seen = runs[-1].get(channel.index)
+        if seen is None and not channel.names:
+            seen = []  # a gate carrying no values (the profile call left before it)
         if seen is None:
             raise PartError(f"the profile call never reached the crossing at line "
                             f"{channel.lineno}")

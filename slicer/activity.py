@@ -1,8 +1,9 @@
 """Activity analysis: which names each statement reads and binds.
 
 `resolve(node)` sets `Key.READS` and `Key.WRITES` (frozensets of names) on every
-statement of a function body, nested `with` bodies included. For a `with` statement
-itself they cover its items only. Needs nothing to have run first.
+top-level statement of a function body and inside TF `with` blocks (for such a `with`
+itself they cover its items only). A compound statement the host runs whole (`if`,
+`for`, a host `with`...) gets the names of its whole body. Needs kinds.resolve first.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import gast
 
 from slicer import anno
 from slicer.anno import Key
+from slicer.hoist import is_tf_with
 
 
 def resolve(fn: gast.FunctionDef) -> None:
@@ -18,19 +20,36 @@ def resolve(fn: gast.FunctionDef) -> None:
 
 
 def _statement(stmt: gast.stmt) -> None:
-    if isinstance(stmt, gast.With):
+    if is_tf_with(stmt):  # the TF part keeps the block: its statements are analysed alone
         parts = [item.context_expr for item in stmt.items]
         parts += [item.optional_vars for item in stmt.items if item.optional_vars is not None]
         for child in stmt.body:
             _statement(child)
     else:
         parts = [stmt]
-    reads, writes = set(), set()
+    reads: set[str] = set()
+    writes: set[str] = set()
     for part in parts:
-        for node in gast.walk(part):
-            if isinstance(node, gast.Name):
-                (writes if isinstance(node.ctx, (gast.Store, gast.Del)) else reads).add(node.id)
+        _collect(part, reads, writes, nested=False)
     if isinstance(stmt, gast.AugAssign) and isinstance(stmt.target, gast.Name):
         reads.add(stmt.target.id)
     anno.set(stmt, Key.READS, frozenset(reads))
     anno.set(stmt, Key.WRITES, frozenset(writes))
+
+
+def _collect(node: gast.AST, reads: set, writes: set, nested: bool) -> None:
+    """Names read and bound by `node`; inside a nested function or class only reads count
+    (its free names are read when it runs), and the nested definition binds its name."""
+    if isinstance(node, gast.Name):
+        if isinstance(node.ctx, gast.Load):
+            reads.add(node.id)
+        elif not nested and isinstance(node.ctx, (gast.Store, gast.Del)):
+            writes.add(node.id)
+        return
+    if isinstance(node, (gast.FunctionDef, gast.ClassDef)) and not nested:
+        writes.add(node.name)
+    inner = nested or isinstance(node, (gast.FunctionDef, gast.Lambda, gast.ClassDef))
+    if isinstance(node, (gast.Global, gast.Nonlocal)):
+        return
+    for child in gast.iter_child_nodes(node):
+        _collect(child, reads, writes, inner)

@@ -27,7 +27,7 @@ class Key(enum.Enum):
     BARRIER = "bool: before this host statement the host waits for the TF part's effects"
     CHECK = ("bool: before this host statement the host waits for the TF work before it if "
              "that work can fail at run time (known once the TF part is built)")
-    STATE_TOUCHED = "bool: a host statement that may change TF state (a TF statement after it waits)"
+    EXITS = "bool: a host statement that may return from the function (e.g. an `if` with `return`)"
 
 
 def get(node: Any, key: Key, default: Any = None) -> Any:

@@ -24,6 +24,7 @@ from slicer import anno
 from slicer.anno import Key
 from slicer.errors import Refusal
 from slicer.facts import Facts, Kind
+from slicer.hoist import is_tf_with
 from slicer.parser import MISSING, Parsed
 from slicer.placement import Place
 
@@ -35,10 +36,11 @@ def resolve(parsed: Parsed, facts: Facts) -> None:
 
 
 def flat_statements(stmts: list[gast.stmt]):
-    """Statements in program order, `with` headers before their bodies."""
+    """Statements in program order, TF `with` headers before their bodies (a compound
+    statement the host runs whole is one statement)."""
     for stmt in stmts:
         yield stmt
-        if isinstance(stmt, gast.With):
+        if is_tf_with(stmt):
             yield from flat_statements(stmt.body)
 
 
@@ -53,7 +55,9 @@ class _Crossings:
         self.entry: list[str] = []
         self.pending_gate: list[str] = []
         self.host_work = False
-        self.state_touched = False  # a host statement since the last gate may change TF state
+        # a host statement since the last gate may change TF state or leave the function:
+        # the next TF statement waits for the host
+        self.state_touched = False
         self.tf_since_check = False
         for name, fact in facts.args.items():
             self.side[name], self.def_stmt[name] = _HOST, None
@@ -106,6 +110,8 @@ class _Crossings:
         if anno.get(stmt, Key.SYNC):
             anno.set(stmt, Key.BARRIER, True)
             self.state_touched = True
+        elif anno.get(stmt, Key.EXITS):
+            self.state_touched = True  # TF work after it runs only if the host gets there
         elif self.tf_since_check and not _trivial(stmt):
             anno.set(stmt, Key.CHECK, True)
         if not _trivial(stmt):

@@ -20,6 +20,7 @@ from slicer.facts import (MATERIALIZE_BUILTINS, MATERIALIZE_METHODS, TF_CALLABLE
                           Kind)
 from slicer.parser import Parsed
 
+_SIMPLE = (gast.Assign, gast.AugAssign, gast.AnnAssign, gast.Expr, gast.Return)
 _CONDITIONAL = (gast.IfExp, gast.BoolOp, gast.Lambda, gast.ListComp, gast.SetComp,
                 gast.DictComp, gast.GeneratorExp)
 
@@ -110,6 +111,8 @@ def _block(stmts: list[gast.stmt], counter) -> list[gast.stmt]:
         if is_tf_with(stmt):
             stmt.body = _block(stmt.body, counter)
             pre = []
+        elif not isinstance(stmt, _SIMPLE):
+            pre = []  # compound statements run whole on the host: nothing moves out
         elif is_tf_statement(stmt):
             pre = _Hoister(counter, to_host=True).run(stmt)
         else:

@@ -27,12 +27,12 @@ from slicer.plan import Channel, ChannelKind, LineReport, SlicePlan
 HOST_FACTORY = """
 def _gpe_factory(__params__):
     def __name__(__args__):
+        __declarations__
         _gpe_c = _gpe_rt.begin(__entry__)
         try:
             __body__
-        except BaseException:
-            _gpe_c.abort()
-            raise
+        finally:
+            _gpe_c.finish()
     return __name__
 """
 
@@ -105,8 +105,11 @@ class _Partition:
         self.profile = list(self.profile_entry)
         for stmt in fn.body:
             self.profile += self.profile_before.get(id(stmt), []) + [stmt]
-        host_source, host_tree = self._factory(HOST_FACTORY, ["_gpe_rt"], self.host,
-                                               with_args=True, __entry__=entry_tuple)
+        declarations = [s for s in self.host if isinstance(s, (gast.Global, gast.Nonlocal))]
+        body = [s for s in self.host if not isinstance(s, (gast.Global, gast.Nonlocal))]
+        host_source, host_tree = self._factory(HOST_FACTORY, ["_gpe_rt"], body,
+                                               with_args=True, __entry__=entry_tuple,
+                                               __declarations__=declarations)
         tf_source, _ = self._factory(TF_FACTORY, ["_gpe_rt", "_gpe_k"], tf_body)
         profile_source, profile_tree = self._factory(PROFILE_FACTORY, ["_gpe_obs"],
                                                      self.profile, with_args=True)

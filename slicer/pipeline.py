@@ -32,6 +32,19 @@ def _check_args(parsed) -> None:
     if args.vararg is not None or args.kwarg is not None:
         raise Refusal("unsupported-signature", "*args/**kwargs are not sliced yet", "",
                       parsed.filename, parsed.lineno)
+    for node in _own_scope(parsed.node):
+        if isinstance(node, (gast.Yield, gast.YieldFrom, gast.Await)):
+            raise Refusal("generator", "generators and coroutines are not sliced yet", "",
+                          parsed.filename, node.lineno)
+
+
+def _own_scope(fn: gast.FunctionDef):
+    stack = list(gast.iter_child_nodes(fn))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (gast.FunctionDef, gast.Lambda, gast.ClassDef)):
+            stack.extend(gast.iter_child_nodes(node))
 
 
 def _checkpoint(parsed, after: str) -> None:

@@ -28,6 +28,20 @@ class Place(enum.Enum):
 
 
 _SIMPLE = (gast.Assign, gast.AugAssign, gast.AnnAssign, gast.Expr, gast.Return, gast.Pass)
+_REFUSED = (gast.Delete, gast.AsyncFor, gast.AsyncWith, gast.AsyncFunctionDef)
+_KEYWORDS = {gast.If: "if", gast.For: "for", gast.While: "while", gast.Try: "try",
+             gast.With: "with", gast.FunctionDef: "def", gast.ClassDef: "class",
+             gast.Raise: "raise", gast.Assert: "assert", gast.Import: "import",
+             gast.ImportFrom: "import", gast.Delete: "del", gast.Global: "global",
+             gast.Nonlocal: "nonlocal"}
+
+
+def _same_scope(stmt: gast.stmt):
+    """Nodes of `stmt` outside nested functions and classes."""
+    yield stmt
+    for child in gast.iter_child_nodes(stmt):
+        if not isinstance(child, (gast.FunctionDef, gast.Lambda, gast.ClassDef)):
+            yield from _same_scope(child)
 
 
 def resolve(parsed: Parsed) -> None:
@@ -48,8 +62,11 @@ class _Placer:
             self._set(stmt, Place.TF, "TF: " + _describe_with(stmt))
             self.block(stmt.body)
             return
-        if not isinstance(stmt, _SIMPLE):
+        if isinstance(stmt, _REFUSED):
             raise self._refuse(stmt)
+        if not isinstance(stmt, _SIMPLE):
+            self._compound(stmt)
+            return
         if isinstance(stmt, gast.Pass) or self._both(stmt):
             self._set(stmt, Place.BOTH, "both: plain Python value, computed on each side")
             return
@@ -61,6 +78,22 @@ class _Placer:
             return
         sync, why = _host_reason(stmt)
         anno.set(stmt, Key.SYNC, sync)
+        self._set(stmt, Place.HOST, "host: " + why)
+
+    def _compound(self, stmt: gast.stmt) -> None:
+        """Control flow, host `with`, nested defs, `global`...: the host runs the whole
+        statement (any TF op inside runs eagerly there, in program order)."""
+        if isinstance(stmt, (gast.Global, gast.Nonlocal)):
+            self._set(stmt, Place.HOST, "host: declaration")
+            return
+        sync, why = _host_reason(stmt)
+        inner_tf = any(anno.get(n, Key.KIND) in TF_KINDS for n in gast.walk(stmt)
+                       if isinstance(n, gast.expr))
+        keyword = _KEYWORDS.get(type(stmt), type(stmt).__name__.lower())
+        why = f"`{keyword}` runs on the host" + (
+            " (its TF ops run eagerly)" if inner_tf else "") + (f"; {why}" if sync else "")
+        anno.set(stmt, Key.SYNC, sync or inner_tf)
+        anno.set(stmt, Key.EXITS, any(isinstance(n, gast.Return) for n in _same_scope(stmt)))
         self._set(stmt, Place.HOST, "host: " + why)
 
     def _both(self, stmt: gast.stmt) -> bool:
@@ -84,13 +117,10 @@ class _Placer:
             self.both.difference_update(anno.get(stmt, Key.WRITES, ()))
 
     def _refuse(self, stmt: gast.stmt) -> Refusal:
-        what = type(stmt).__name__.lower()
-        if isinstance(stmt, gast.With):
-            what = "with (a host context manager)"
+        what = _KEYWORDS.get(type(stmt), type(stmt).__name__.lower())
         return Refusal("unsupported-statement",
                        f"`{what}` statements are not sliced yet; the function runs eagerly",
-                       "straight-line code with `with tf.GradientTape()` is sliced",
-                       self.parsed.filename, getattr(stmt, "lineno", 0))
+                       "", self.parsed.filename, getattr(stmt, "lineno", 0))
 
 
 def dotted(node: gast.AST) -> str:

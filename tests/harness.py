@@ -77,13 +77,15 @@ def run(make: Callable, calls: list[tuple], sliced: bool, **options) -> Run:
                 kwargs = {k: v for k, v in args[-1].items() if k != "__kwargs__"}
                 args = args[:-1]
             args = tuple(variables[a.name] if isinstance(a, Var) else a for a in args)
-            counter = eager_ops() if (sliced and i > 0) else contextlib.nullcontext(None)
+            counter = eager_ops() if sliced else contextlib.nullcontext(None)
+            graph_calls = target.stats()["graph_calls"] if sliced else 0
             with counter as counts:
                 try:
                     results.append(plain(target(*args, **kwargs)))
                 except Exception as exc:  # compared like any other result
                     results.append(plain(exc))
-            if counts is not None:
+            # only calls that ran sliced count (a new signature's profile call is eager)
+            if counts is not None and target.stats()["graph_calls"] > graph_calls:
                 for op, n in user_ops(counts).items():
                     host_ops[op] = host_ops.get(op, 0) + n
     variables = {k: v.numpy() for k, v in variables.items()}

@@ -47,11 +47,10 @@ def test_explain_after_calls_uses_the_real_argument_types():
 
 
 def test_explain_reports_refusal():
-    def branchy(x):
-        if x:
-            return 1
-    text = gpe.explain(branchy, file=io.StringIO())
-    assert "runs eagerly" in text and "not sliced yet" in text
+    def numbers(x):
+        yield x
+    text = gpe.explain(numbers, file=io.StringIO())
+    assert "runs eagerly" in text and "generators and coroutines are not sliced yet" in text
 
 
 def test_cli_explain(tmp_path):

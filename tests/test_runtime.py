@@ -16,12 +16,13 @@ X = tf.constant([1.0, 2.0, 3.0])
 
 def test_unsupported_statement_runs_eagerly_with_one_warning():
     def make(log):
-        def branchy(x):
+        def forgetful(x):
             s = tf.reduce_sum(x)
-            if float(s) > 3:
-                log.append("big")
+            t = s
+            del t
+            log.append(float(s))
             return s * 2.0
-        return branchy, {}
+        return forgetful, {}
     with pytest.warns(gpe.GpeWarning, match="not sliced yet"):
         under = check(make, [(X,), (X * 0,), (X,)], graph_calls=0,
                       host_ops_allowed=frozenset({"Sum", "Mul", "Const"}))

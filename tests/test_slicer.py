@@ -142,12 +142,34 @@ def test_plan_channels_and_programs_compile():
     assert "print" in plan.host_source and "print" not in plan.tf_source
 
 
-def test_if_statement_is_refused_with_location():
-    def branchy(x):
-        if x:
-            return 1
+def test_del_statement_is_refused_with_location():
+    def forget(x):
+        y = x
+        del y
     with pytest.raises(Refusal) as info:
-        slice_function(branchy, Facts(args={"x": ArgFact(Kind.TENSOR)}, classify=classify))
-    assert info.value.kind == "unsupported-statement"
-    assert info.value.lineno == branchy.__code__.co_firstlineno + 1
+        slice_function(forget, Facts(args={"x": ArgFact(Kind.TENSOR)}, classify=classify))
+    assert info.value.kind == "unsupported-statement" and "`del`" in info.value.explanation
+    assert info.value.lineno == forget.__code__.co_firstlineno + 2
     assert info.value.filename.endswith("test_slicer.py")
+
+
+def test_compound_statements_run_on_the_host_and_make_later_tf_wait():
+    def step(x, n):
+        y = tf.matmul(x, W)
+        for i in range(n):
+            hist.append(i)
+        if n > 3:
+            return y
+        W.assign_sub(y)
+        return y
+    facts = Facts(args={"x": ArgFact(Kind.TENSOR), "n": ArgFact(Kind.PY_SCALAR)},
+                  classify=classify)
+    parsed = analysed(step, facts)
+    body = parsed.node.body
+    assert [anno.get(s, Key.PLACE) for s in body] == [
+        placement.Place.TF, placement.Place.HOST, placement.Place.HOST, placement.Place.TF,
+        placement.Place.HOST]
+    assert anno.get(body[1], Key.READS) >= {"n", "hist", "range"}
+    assert anno.get(body[1], Key.WRITES) == {"i"}
+    assert anno.get(body[2], Key.EXITS) and not anno.get(body[1], Key.EXITS)
+    assert anno.get(body[3], Key.GATE) == ()  # the write waits for the host's decision

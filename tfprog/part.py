@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import operator
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -48,6 +49,29 @@ class HostValue(core.Tensor):
     @property
     def shape(self):
         return self._tensor.shape
+
+    def _like(self, other):
+        """This value as an operand next to `other`, converted as eager converts it."""
+        if isinstance(other, (tf.Tensor, tf.Variable)):
+            if self._spec.type_name == "float" and not (
+                    other.dtype.is_floating or other.dtype.is_complex):
+                raise TypeError(f"Cannot convert a Python float to EagerTensor of dtype "
+                                f"{other.dtype.name}")
+            return self.__tf_tensor__(other.dtype)
+        return self.__tf_tensor__()
+
+
+def _binary(op):
+    # TF's operators convert a plain operand without the other's dtype and, when that
+    # fails, call the operand's reflected method: these give eager's result.
+    return (lambda self, other: op(self._like(other), other),
+            lambda self, other: op(other, self._like(other)))
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
+    _forward, _reflected = _binary(getattr(operator, _name))
+    setattr(HostValue, f"__{_name}__", _forward)
+    setattr(HostValue, f"__r{_name}__", _reflected)
 
 
 class PartError(Exception):

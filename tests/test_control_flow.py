@@ -1,0 +1,156 @@
+"""Differential tests: control flow and other compound statements run on the host.
+
+The host runs a compound statement whole (any TF op inside it runs eagerly there, in
+program order); the TF work around it stays in the graph, and TF work after a statement
+that may return, or that touches TF state, waits for the host to get there.
+"""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from harness import check
+
+X = tf.constant(np.arange(6, dtype=np.float32).reshape(2, 3) / 10)
+
+
+def test_if_on_a_host_value_around_tf_work():
+    def make(log):
+        v = tf.Variable(tf.ones([3]))
+
+        def step(x, step_no):
+            loss = tf.reduce_sum(tf.matmul(x, tf.reshape(v, [3, 1])))
+            if step_no % 2 == 0:
+                log.append(("even", float(loss)))
+            else:
+                log.append("odd")
+            v.assign_sub(0.1 * tf.reduce_mean(x, axis=0))
+            return loss
+        return step, {"v": v}
+    check(make, [(X, 0.0), (X, 1.0), (X, 2.0), (X, 3.0), (X, 4.0)])
+
+
+def test_raise_on_a_tf_value_stops_later_updates():
+    def make(log):
+        v = tf.Variable(1.0)
+
+        def guarded(x):
+            loss = tf.reduce_sum(x) * v
+            if loss.numpy() > 2.0:
+                raise FloatingPointError(f"loss {float(loss):.3f} too large")
+            v.assign(v * 1.5)
+            log.append(float(v.numpy()))
+            return loss
+        return guarded, {"v": v}
+    under = check(make, [(X,)] * 6)
+    assert sum(isinstance(r, tuple) and r[0] == "raised" for r in under.results) >= 2
+
+
+def test_early_return_cancels_the_rest():
+    def make(log):
+        v = tf.Variable(0.0)
+
+        def maybe(x, skip):
+            total = tf.reduce_sum(x)
+            if skip:
+                return total
+            v.assign_add(total)
+            log.append("updated")
+            return v.read_value()
+        return maybe, {"v": v}
+    check(make, [(X, False), (X, True), (X, False), (X, True), (X, True), (X, False)],
+          graph_calls=4)  # skip=True and skip=False are two signatures (bools fold)
+
+
+def test_for_and_while_loops_on_host_values():
+    def make(log):
+        w = tf.Variable(tf.ones([3, 1]))
+
+        def train(x, n):
+            y = tf.matmul(x, w)
+            total = 0.0
+            for i in range(int(n)):
+                total += i * 0.5
+            k = 0
+            while k < 3:
+                k += 1
+                if k == 2:
+                    continue
+                log.append(k)
+            w.assign_add(tf.ones([3, 1]) * total)
+            return y
+        return train, {"w": w}
+    check(make, [(X, 3.0), (X, 4.0), (X, 2.0), (X, 5.0)])
+
+
+def test_loop_with_tf_work_inside_runs_on_host_and_matches():
+    def make(log):
+        def unrolled(x, steps):
+            h = tf.zeros([2, 3])
+            for t in range(steps):
+                h = tf.tanh(h + x * float(t))
+            out = tf.reduce_sum(h * h)
+            return out
+        return unrolled, {}
+    # the loop's TF ops run eagerly on the host; the reduction after it is in the graph
+    under = check(make, [(X, 3), (X, 3), (X, 3)],
+                  host_ops_allowed=frozenset({"AddV2", "Mul", "Tanh", "Cast", "Fill",
+                                              "Const"}))
+    assert "Sum" not in under.host_ops
+
+
+def test_try_except_finally_on_the_host():
+    def make(log):
+        v = tf.Variable(2.0)
+
+        def careful(x, d):
+            s = tf.reduce_sum(x)
+            try:
+                r = float(s) / d
+            except ZeroDivisionError as exc:
+                log.append(type(exc).__name__)
+                r = -1.0
+            finally:
+                log.append("finally")
+            v.assign(v + r)
+            return v.read_value()
+        return careful, {"v": v}
+    check(make, [(X, 2.0), (X, 0.0), (X, 4.0), (X, 0.0)])
+
+
+COUNTER = 0
+
+
+def test_global_and_nested_function():
+    def make(log):
+        global COUNTER
+        COUNTER = 0
+
+        def step(x):
+            global COUNTER
+            COUNTER += 1
+            y = tf.reduce_sum(x) * 2.0
+
+            def describe(v):
+                return f"{COUNTER}:{float(v):.2f}"
+            log.append(describe(y))
+            return y + COUNTER
+        return step, {}
+    check(make, [(X,)] * 4)
+
+
+def test_host_with_statement_and_assert():
+    from programs import host_with_and_assert
+    under = check(host_with_and_assert, [(X,), (X * 100,), (X,)])
+    assert under.results[1] == ("raised", "AssertionError", "too big")
+
+
+def test_generator_function_runs_eagerly():
+    import gpe
+
+    def gen(x):
+        yield x * 2.0
+
+    sliced = gpe.function(gen)
+    with pytest.warns(gpe.GpeWarning, match="generators"):
+        out = list(sliced(X))
+    assert np.array_equal(out[0].numpy(), (X * 2.0).numpy())
