@@ -1,4 +1,10 @@
-"""Classify the objects a sliced function refers to into the slicer's `Kind`s."""
+"""Classify the objects a sliced function refers to into the slicer's `Kind`s.
+
+Keras objects count as TF only when they are Keras's own classes all the way down (a
+model made of built-in layers, a built-in optimizer): their calls then build TF ops and
+nothing else, so tracing them once gives what eager runs every call. A user's own layer
+or model class may run Python side effects in `call`, so its calls stay on the host.
+"""
 from __future__ import annotations
 
 import inspect
@@ -10,16 +16,22 @@ import tensorflow as tf
 
 from slicer.facts import Kind
 
+try:
+    import keras
+except ImportError:  # pragma: no cover - keras comes with tensorflow
+    keras = None
+
 _HOST_MODULES = ("numpy", "math", "random", "statistics", "builtins", "operator", "itertools",
                  "functools", "collections", "time", "json", "re", "string")
-_TF_CONTEXTS = (tf.GradientTape, tf.name_scope, tf.device)
+_TF_CONTEXTS = (tf.GradientTape,)
+_TF_CONTEXT_MAKERS = (tf.name_scope, tf.device)  # functions in TF 2, classes in some versions
 _CONSTANT_MAKERS = (tf.constant, tf.convert_to_tensor)
 _EFFECT_MODULES = ("tensorflow.python.ops.logging_ops", "tensorflow.python.ops.check_ops",
                    "tensorflow.python.ops.summary_ops_v2")
 
 
 def classify(obj: Any) -> Kind:
-    if isinstance(obj, tf.Variable):
+    if isinstance(obj, tf.Variable) or _is_keras_variable(obj):
         return Kind.VARIABLE
     if isinstance(obj, tf.Tensor):
         return Kind.TENSOR
@@ -27,12 +39,20 @@ def classify(obj: Any) -> Kind:
         return Kind.TF_OBJECT
     if isinstance(obj, (np.ndarray, np.generic)):
         return Kind.HOST_DATA
+    if isinstance(obj, (list, tuple)) and obj and all(
+            isinstance(v, tf.Variable) or _is_keras_variable(v) for v in obj):
+        return Kind.TF_OBJECT  # e.g. model.trainable_variables: read when the part is traced
     if isinstance(obj, types.ModuleType):
         return Kind.TF_MODULE if _top(obj.__name__) == "tensorflow" else Kind.HOST
+    if any(obj is maker for maker in _TF_CONTEXT_MAKERS):
+        return Kind.TF_FACTORY
     if inspect.isclass(obj):
         if issubclass(obj, _TF_CONTEXTS):
             return Kind.TF_FACTORY
         return Kind.HOST  # tf.Variable(...) and other constructors run eagerly on the host
+    keras_kind = _keras_kind(obj)
+    if keras_kind is not None:
+        return keras_kind
     if callable(obj):
         module = getattr(obj, "__module__", None) or type(obj).__module__ or ""
         if obj in _CONSTANT_MAKERS:
@@ -46,3 +66,38 @@ def classify(obj: Any) -> Kind:
 
 def _top(module_name: str) -> str:
     return module_name.split(".", 1)[0]
+
+
+def _is_keras_variable(obj: Any) -> bool:
+    return keras is not None and isinstance(obj, keras.Variable)
+
+
+def _keras_own(obj: Any) -> bool:
+    return _top(type(obj).__module__ or "") == "keras"
+
+
+def _keras_kind(obj: Any) -> Kind | None:
+    """Kinds of Keras layers, models, optimizers and their bound methods, or None."""
+    if keras is None:
+        return None
+    if inspect.ismethod(obj):
+        owner = obj.__self__
+        if isinstance(owner, (keras.layers.Layer, keras.optimizers.Optimizer)):
+            if _keras_all_the_way(owner) and _top(obj.__func__.__module__ or "") == "keras":
+                return Kind.TF_EFFECT_OP  # model.predict_step, opt.apply_gradients, ...
+            return Kind.HOST
+        return None
+    if isinstance(obj, keras.layers.Layer):
+        return Kind.TF_EFFECT_OP if _keras_all_the_way(obj) else Kind.HOST
+    if isinstance(obj, keras.optimizers.Optimizer):
+        return Kind.TF_OBJECT if _keras_own(obj) else Kind.HOST
+    if callable(obj) and _top(getattr(obj, "__module__", None) or "") == "keras":
+        return Kind.TF_OP  # keras.ops.*, activations, losses as functions
+    return None
+
+
+def _keras_all_the_way(obj: Any) -> bool:
+    if isinstance(obj, keras.optimizers.Optimizer):
+        return _keras_own(obj)
+    layers = obj._flatten_layers(include_self=True, recursive=True)
+    return all(_keras_own(layer) for layer in layers)

@@ -44,6 +44,9 @@ VARIABLE_EFFECT_METHODS = frozenset({
 META_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "name", "device"})
 """Attributes of a TF value that are static metadata, readable on either side."""
 
+STRUCTURAL_BUILTINS = frozenset({"zip", "list", "tuple", "enumerate", "reversed", "dict"})
+"""Builtins that only rearrange Python containers: on TF values they run in the TF part."""
+
 MATERIALIZE_BUILTINS = frozenset({"float", "int", "bool", "complex", "len", "str", "repr", "print"})
 """Builtins whose use on a TF value needs that value on the host."""
 

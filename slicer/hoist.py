@@ -16,8 +16,8 @@ import gast
 
 from slicer import anno
 from slicer.anno import Key
-from slicer.facts import (MATERIALIZE_BUILTINS, MATERIALIZE_METHODS, TF_CALLABLES, TF_KINDS,
-                          Kind)
+from slicer.facts import (MATERIALIZE_BUILTINS, MATERIALIZE_METHODS, STRUCTURAL_BUILTINS,
+                          TF_CALLABLES, TF_KINDS, Kind)
 from slicer.parser import Parsed
 
 _SIMPLE = (gast.Assign, gast.AugAssign, gast.AnnAssign, gast.Expr, gast.Return)
@@ -41,7 +41,8 @@ def tf_evaluable(node: gast.AST) -> bool:
             return node.attr not in MATERIALIZE_METHODS and tf_evaluable(node.value)
         return base == Kind.TF_MODULE or kind in TF_CALLABLES or kind == Kind.TF_OBJECT
     if isinstance(node, gast.Call):
-        return (anno.get(node.func, Key.KIND) in TF_CALLABLES and tf_evaluable(node.func)
+        return ((anno.get(node.func, Key.KIND) in TF_CALLABLES and tf_evaluable(node.func)
+                 or _structural(node))
                 and all(tf_evaluable(a) for a in node.args)
                 and all(tf_evaluable(k.value) for k in node.keywords))
     if isinstance(node, (gast.BinOp, gast.UnaryOp, gast.Compare, gast.Subscript)):
@@ -53,6 +54,12 @@ def tf_evaluable(node: gast.AST) -> bool:
         return all(tf_evaluable(c) for c in gast.iter_child_nodes(node)
                    if isinstance(c, gast.expr))
     return False
+
+
+def _structural(call: gast.Call) -> bool:
+    """zip/list/tuple/... over TF values: rearranges them, in the TF part."""
+    return (isinstance(call.func, gast.Name) and call.func.id in STRUCTURAL_BUILTINS
+            and anno.get(call, Key.KIND) == Kind.TF_OBJECT)
 
 
 def _literal(node: gast.expr) -> bool:
@@ -72,7 +79,7 @@ def _tf_operation(node: gast.expr) -> bool:
             return node.attr not in MATERIALIZE_METHODS
         return base == Kind.TF_MODULE or kind in TF_CALLABLES or kind == Kind.TF_OBJECT
     if isinstance(node, gast.Call):
-        return anno.get(node.func, Key.KIND) in TF_CALLABLES
+        return anno.get(node.func, Key.KIND) in TF_CALLABLES or _structural(node)
     if isinstance(node, (gast.BinOp, gast.UnaryOp, gast.Compare, gast.Subscript)):
         return kind in TF_KINDS or _literal(node)
     return False

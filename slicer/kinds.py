@@ -14,8 +14,8 @@ import gast
 
 from slicer import anno
 from slicer.anno import Key
-from slicer.facts import (MATERIALIZE_METHODS, META_ATTRIBUTES, TF_KINDS,
-                          VARIABLE_EFFECT_METHODS, Facts, Kind)
+from slicer.facts import (MATERIALIZE_METHODS, META_ATTRIBUTES, STRUCTURAL_BUILTINS,
+                          TF_KINDS, VARIABLE_EFFECT_METHODS, Facts, Kind)
 from slicer.parser import MISSING, Parsed
 
 _SCALAR_BUILTINS = {"float": Kind.PY_SCALAR, "int": Kind.PY_SCALAR, "bool": Kind.PY_SCALAR}
@@ -124,12 +124,19 @@ class _Inferer:
             if node.attr in MATERIALIZE_METHODS:
                 return Kind.HOST_FN
             return Kind.HOST if node.attr in META_ATTRIBUTES else Kind.TF_OP
-        if base == Kind.TF_OBJECT:
-            return Kind.TF_OP
+        if base == Kind.TF_OBJECT and not _is_static(node.value, self):
+            return Kind.TF_OP  # tape.gradient, tape.watch
         if base == Kind.HOST_DATA:
             return Kind.HOST_FN
-        if base == Kind.TF_MODULE or _is_static(node.value, self):
-            return self.classify(static_value(node, self.parsed))
+        if base in (Kind.TF_MODULE, Kind.TF_OBJECT, Kind.TF_OP, Kind.TF_EFFECT_OP) or \
+                _is_static(node.value, self):
+            value = static_value(node, self.parsed)
+            if base in (Kind.TF_OBJECT, Kind.TF_OP, Kind.TF_EFFECT_OP) and isinstance(
+                    value, (list, tuple)):
+                # e.g. model.trainable_variables: read when the TF part is traced (the
+                # model may not be built yet while the function is being sliced)
+                return Kind.TF_OBJECT
+            return self.classify(value)
         return Kind.HOST
 
     def _Call(self, node: gast.Call) -> Kind:
@@ -144,6 +151,9 @@ class _Inferer:
             return Kind.TF_OBJECT
         if fkind == Kind.HOST_FN:
             name = node.func.id if isinstance(node.func, gast.Name) else ""
+            if name in STRUCTURAL_BUILTINS and any(
+                    anno.get(a, Key.KIND) in TF_KINDS for a in node.args):
+                return Kind.TF_OBJECT  # zip(grads, variables): a structure of TF values
             return _SCALAR_BUILTINS.get(name, Kind.HOST_DATA)
         return Kind.HOST
 
@@ -197,16 +207,21 @@ class _Inferer:
         return Kind.HOST_DATA if all(k in _PLAIN for k in kinds) else Kind.HOST
 
     def classify(self, obj: Any) -> Kind:
+        """The caller's classification first (it knows TF objects, a list of variables
+        included), then plain Python values and builtins."""
         if obj is MISSING:
             return Kind.HOST
         if isinstance(obj, (bool, int, float)):
             return Kind.PY_SCALAR
+        kind = self.facts.classify(obj)
+        if kind != Kind.HOST:
+            return kind
         if isinstance(obj, _DATA_TYPES):
             return Kind.HOST_DATA
         if obj is print or (callable(obj) and getattr(obj, "__module__", None) == "builtins"
                             and getattr(builtins, getattr(obj, "__name__", ""), None) is obj):
             return Kind.HOST_FN
-        return self.facts.classify(obj)
+        return Kind.HOST
 
 
 def _is_static(node: gast.AST, inferer: _Inferer) -> bool:
