@@ -8,6 +8,7 @@ with its reason and warned about once per function.
 """
 from __future__ import annotations
 
+import builtins
 import inspect
 import logging
 import threading
@@ -51,13 +52,15 @@ class Stats:
 class Variant:
     """One sliced version of a function, for one argument signature."""
 
-    def __init__(self, owner: "SlicedFunction", plan: SlicePlan, bound: dict[str, Any]):
+    def __init__(self, owner: "SlicedFunction", plan: SlicePlan, bound: dict[str, Any],
+                 bound_values: dict[str, Any]):
         self.owner, self.plan, self.bound = owner, plan, bound
         self.session: Session = get_session()
         self.part: Part | None = None
         self._registration: Registration | None = None
-        self.captured = {n: owner.lookup(n) for n in plan.captures}
         self.host_fn = None
+        # what the TF part captured when traced (held: their ids are in the call key)
+        self.held = [signature.resolve(g, bound_values, owner.lookup) for g in plan.captures]
 
     def build(self, specs) -> None:
         fn = self.owner.fn
@@ -76,10 +79,6 @@ class Variant:
             reg = self._registration = session.register(self.part, self)
         return reg
 
-    def captures_hold(self) -> bool:
-        lookup = self.owner.lookup
-        return all(lookup(n) is obj for n, obj in self.captured.items())
-
 
 class SlicedFunction:
     """A function run sliced. auto=True (as `gpe run` wraps every function): a function
@@ -96,6 +95,7 @@ class SlicedFunction:
         self.profiles: dict[tuple, list] = {}
         self.refused: dict[tuple, str] = {}
         self.dynamic: set[str] = set()
+        self.guards: tuple[str, ...] = ()  # captured names and paths (union over variants)
         self.stats_ = Stats()
         self.warned: set[str] = set()
         self.last_plan: SlicePlan | None = None
@@ -121,9 +121,9 @@ class SlicedFunction:
             return self._eager(args, kwargs)  # eager raises the same TypeError
         bound.apply_defaults()
         values = bound.arguments
-        key = tuple(signature.describe(v, name in self.dynamic) for name, v in values.items())
+        key = self._key(values)
         variant = self.variants.get(key)
-        if variant is not None and variant.captures_hold():
+        if variant is not None:
             session = variant.session
             if not session.enter_call():
                 self._note(key, "called while another sliced call was running (nested, or "
@@ -138,9 +138,6 @@ class SlicedFunction:
                 return self._eager(args, kwargs)
             finally:
                 session.exit_call()
-        if variant is not None:
-            del self.variants[key]
-            self._note(key, "a global or closure value the TF part captured was rebound")
         if key in self.refused:
             return self._eager(args, kwargs)
         return self._first_calls(key, dict(values), args, kwargs)
@@ -171,10 +168,20 @@ class SlicedFunction:
                 self._build(key, plan, values, runs)
             return result
 
+    def _key(self, values) -> tuple:
+        """The call's guard: argument descriptions, and the identity of every object a TF
+        part captured (a rebound global, another `self`, a replaced layer all differ)."""
+        described = tuple(signature.describe(v, n in self.dynamic) for n, v in values.items())
+        if not self.guards:
+            return described
+        lookup = self.lookup
+        return described + tuple(id(signature.resolve(g, values, lookup)) for g in self.guards)
+
     def _mark_dynamic(self, key, values) -> None:
         """An int argument seen with a new value where all else matched is sent, not folded."""
+        n = len(values)
         for other in list(self.variants) + list(self.refused):
-            diff = [i for i, (a, b) in enumerate(zip(key, other)) if a != b]
+            diff = [i for i, (a, b) in enumerate(zip(key[:n], other[:n])) if a != b]
             if len(diff) == 1 and key[diff[0]][:2] == ("constant", "int"):
                 name = list(values)[diff[0]]
                 self.dynamic.add(name)
@@ -182,8 +189,8 @@ class SlicedFunction:
                           self.__qualname__, name)
 
     def _plan(self, key, values) -> SlicePlan:
-        key = tuple(signature.describe(v, n in self.dynamic) for n, v in values.items())
-        facts = signature.facts_for(key, values)
+        described = tuple(signature.describe(v, n in self.dynamic) for n, v in values.items())
+        facts = signature.facts_for(described, values)
         plan = slice_function(self.fn, facts)
         self.last_plan = plan
         log.debug("sliced %s\n--- host ---\n%s\n--- TF ---\n%s", self.__qualname__,
@@ -204,13 +211,13 @@ class SlicedFunction:
     def _build(self, key, plan: SlicePlan, values, runs) -> None:
         try:
             specs = _specs(plan, runs)
-            variant = Variant(self, plan, {n: values[n] for n in plan.bound})
+            variant = Variant(self, plan, {n: values[n] for n in plan.bound}, values)
             variant.build(specs)
         except (Unsendable, PartError, Refusal) as exc:
             self._refuse(key, str(exc))
             return
-        key = tuple(signature.describe(v, n in self.dynamic) for n, v in values.items())
-        self.variants[key] = variant
+        self.guards = tuple(sorted(set(self.guards) | set(plan.captures)))
+        self.variants[self._key(values)] = variant
         self.stats_.variants += 1
 
     def _refuse(self, key, reason: str) -> None:
@@ -230,8 +237,13 @@ class SlicedFunction:
     def lookup(self, name: str):
         code = self.fn.__code__
         if self.fn.__closure__ and name in code.co_freevars:
-            return self.fn.__closure__[code.co_freevars.index(name)].cell_contents
-        return self.fn.__globals__.get(name)
+            try:
+                return self.fn.__closure__[code.co_freevars.index(name)].cell_contents
+            except ValueError:  # an empty cell
+                return None
+        if name in self.fn.__globals__:
+            return self.fn.__globals__[name]
+        return getattr(builtins, name, None)
 
     def stats(self) -> dict[str, Any]:
         return self.stats_.as_dict()

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
+from host import fence
 from host.channel import HostChannel
 from host.watchdog import Watchdog
 from tfprog.channels import make_queue
@@ -33,6 +34,7 @@ log = logging.getLogger("gpe")
 
 CLOSE_TIMEOUT_S = 5.0
 _INDEX_TENSORS: dict[int, tf.Tensor] = {}
+ACK_BACKLOG = 4096  # acknowledgements left unread before the host reads half of them
 
 
 @dataclass
@@ -53,6 +55,7 @@ class Session:
         self._call_guard = threading.Lock()
         self._call_owner: int | None = None
         self.watchdog = Watchdog(self)
+        fence.install(self)
 
     # one sliced call at a time ---------------------------------------------------------
     def enter_call(self) -> bool:
@@ -91,6 +94,8 @@ class Session:
 
     def _new_generation(self) -> None:
         self.control = tf.queue.FIFOQueue(-1, [tf.int32])
+        self.done = tf.queue.FIFOQueue(-1, [tf.int32], shapes=[[]])  # the sink's acknowledgements
+        self.sent = self.acknowledged = 0
         self.parts: list[tuple[Part, Registration, weakref.ref]] = []
         self.thread: threading.Thread | None = None
         self.failure: BaseException | None = None
@@ -128,7 +133,7 @@ class Session:
             return
         sink = build_sink(self.control, [
             (part.function, [c.handle for c in reg.channels]) for part, reg, _ in self.parts],
-            self.timer)
+            self.timer, self.done)
         previous = self.thread
         if previous is not None:
             self._enqueue_control(STOP)
@@ -150,6 +155,28 @@ class Session:
     # calls --------------------------------------------------------------------------
     def start_call(self, index: int) -> None:
         self._enqueue_control(index)
+        self.sent += 1
+        if self.sent - self.acknowledged > ACK_BACKLOG:  # keep the acknowledgements short
+            self._acknowledge(ACK_BACKLOG // 2)
+
+    def in_flight(self) -> bool:
+        """Calls sent that the graph may not have finished, seen from outside a call."""
+        return self.sent > self.acknowledged and self._call_owner != threading.get_ident()
+
+    def fence(self) -> None:
+        """Wait until the graph has finished every call sent so far."""
+        self._acknowledge(self.sent - self.acknowledged)
+
+    def _acknowledge(self, count: int) -> None:
+        if count <= 0 or self.failed:
+            return
+        try:
+            with self.waiting("the sink's acknowledgements"):
+                gen_data_flow_ops.queue_dequeue_many_v2(self.done.queue_ref,
+                                                        tf.constant(count), [tf.int32])
+        except (tf.errors.CancelledError, tf.errors.OutOfRangeError, RuntimeError) as exc:
+            self.raise_failure("the sink's acknowledgements", exc)
+        self.acknowledged += count
 
     def _enqueue_control(self, index: int) -> None:
         tensor = _INDEX_TENSORS.get(index)
@@ -172,10 +199,11 @@ class Session:
         for _, reg, _ in self.parts:
             for channel in reg.channels:
                 channel.close()
-        try:
-            self.control.close(cancel_pending_enqueues=True)
-        except tf.errors.OpError:
-            pass
+        for queue in (self.control, self.done):
+            try:
+                queue.close(cancel_pending_enqueues=True)
+            except tf.errors.OpError:
+                pass
 
     def take_failure(self) -> BaseException | None:
         """The error that stopped the sink, if any (each error is handed out once)."""

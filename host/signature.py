@@ -46,9 +46,24 @@ def arg_fact(entry: tuple, value: Any) -> ArgFact:
         return ArgFact(Kind.PY_SCALAR, python_type=entry[1])
     if what == "array":
         return ArgFact(Kind.HOST_DATA, dtype=entry[1], shape=entry[2], python_type="ndarray")
-    return ArgFact(Kind.HOST, python_type=entry[1])
+    # an object (self, a trainer...): bound into the TF part, where only attribute chains
+    # that lead to TF objects are read (each guarded by identity in the call key)
+    return ArgFact(Kind.HOST, python_type=entry[1], constant=True, value=value)
 
 
 def facts_for(key: tuple, bound: dict[str, Any], assumed: str = "") -> Facts:
     args = {name: arg_fact(entry, bound[name]) for name, entry in zip(bound, key)}
-    return Facts(args=args, classify=oracle.classify, assumed=assumed)
+    objects = {name: bound[name] for name, entry in zip(bound, key) if entry[0] == "object"}
+    return Facts(args=args, classify=oracle.classify, assumed=assumed, objects=objects)
+
+
+_MISSING = object()
+
+
+def resolve(path: str, values: dict[str, Any], namespace_lookup) -> Any:
+    """The object at a dotted `path` whose root is an argument or a free name."""
+    root, *attrs = path.split(".")
+    obj = values[root] if root in values else namespace_lookup(root)
+    for attr in attrs:
+        obj = getattr(obj, attr, _MISSING)
+    return obj

@@ -19,6 +19,8 @@ class Key(enum.Enum):
     REASON = "str: why the statement has its place (set by placement.resolve)"
     EFFECT = "bool: the statement changes TF state (set by placement.resolve)"
     SYNC = "bool: a host statement that touches TF state directly (set by placement.resolve)"
+    PATH = ("str: a dotted attribute chain (`self.w`, `trainer.model`) resolved when slicing "
+            "to a TF object; the TF part reads it when traced, guarded by identity")
     ORIGIN = "int: source line (in the user's file) the statement was derived from"
     ENTRY = "tuple of names sent host->TF when a call starts (on the FunctionDef; crossings)"
     OUTPUTS = "tuple of names the TF part sends to the host right after this statement"

@@ -74,5 +74,6 @@ class Facts:
 
     args: Mapping[str, ArgFact]
     classify: Callable[[Any], Kind]
+    objects: Mapping[str, Any] = field(default_factory=dict)  # values of object arguments
     assumed: str = ""  # human-readable note of what was assumed (for explain)
     extra: Mapping[str, Any] = field(default_factory=dict)

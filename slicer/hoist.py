@@ -37,6 +37,8 @@ def tf_evaluable(node: gast.AST) -> bool:
         return True
     if isinstance(node, gast.Attribute):
         base = anno.get(node.value, Key.KIND)
+        if anno.has(node, Key.PATH):
+            return True
         if base in TF_KINDS:
             return node.attr not in MATERIALIZE_METHODS and tf_evaluable(node.value)
         return base == Kind.TF_MODULE or kind in TF_CALLABLES or kind == Kind.TF_OBJECT
@@ -75,6 +77,8 @@ def _tf_operation(node: gast.expr) -> bool:
         return True
     if isinstance(node, gast.Attribute):
         base = anno.get(node.value, Key.KIND)
+        if anno.has(node, Key.PATH):
+            return True
         if base in TF_KINDS:
             return node.attr not in MATERIALIZE_METHODS
         return base == Kind.TF_MODULE or kind in TF_CALLABLES or kind == Kind.TF_OBJECT

@@ -8,6 +8,7 @@ it again after a pass that adds statements.
 from __future__ import annotations
 
 import builtins
+import inspect
 from typing import Any
 
 import gast
@@ -48,6 +49,7 @@ class _Inferer:
     def __init__(self, parsed: Parsed, facts: Facts, env: dict[str, Kind]):
         self.parsed, self.facts, self.env = parsed, facts, env
         self.local_names = _bound_names(parsed.node)
+        self.rebound = _stored_names(parsed.node)  # arguments the function reassigns
 
     # statements -------------------------------------------------------------------
     def block(self, stmts: list[gast.stmt]) -> None:
@@ -128,6 +130,19 @@ class _Inferer:
             return Kind.TF_OP  # tape.gradient, tape.watch
         if base == Kind.HOST_DATA:
             return Kind.HOST_FN
+        root = _chain_root(node)
+        if root is not None and root.id in self.facts.objects and root.id not in self.rebound:
+            value = _chain_value(node, self.facts.objects[root.id])
+            if base in (Kind.TF_OBJECT, Kind.TF_OP, Kind.TF_EFFECT_OP) and isinstance(
+                    value, (list, tuple)):
+                return Kind.TF_OBJECT  # self.model.trainable_variables, as above
+            kind = self.classify(value)
+            if kind in _CAPTURABLE and _stable(value):
+                anno.set(node, Key.PATH, _dotted(node))
+                return kind
+            if kind in _CAPTURABLE and root is not node.value:
+                return kind  # e.g. self.model.trainable_variables, self.opt.apply_gradients
+            return Kind.HOST
         if base in (Kind.TF_MODULE, Kind.TF_OBJECT, Kind.TF_OP, Kind.TF_EFFECT_OP) or \
                 _is_static(node.value, self):
             value = static_value(node, self.parsed)
@@ -136,7 +151,10 @@ class _Inferer:
                 # e.g. model.trainable_variables: read when the TF part is traced (the
                 # model may not be built yet while the function is being sliced)
                 return Kind.TF_OBJECT
-            return self.classify(value)
+            kind = self.classify(value)
+            if kind in _CAPTURABLE and base != Kind.TF_MODULE and _stable(value):
+                anno.set(node, Key.PATH, _dotted(node))
+            return kind
         return Kind.HOST
 
     def _Call(self, node: gast.Call) -> Kind:
@@ -230,6 +248,40 @@ def _is_static(node: gast.AST, inferer: _Inferer) -> bool:
         node = node.value
     return isinstance(node, gast.Name) and node.id not in inferer.env and (
         node.id not in inferer.local_names)
+
+
+_CAPTURABLE = frozenset({Kind.VARIABLE, Kind.TENSOR, Kind.TF_OBJECT, Kind.TF_OP,
+                         Kind.TF_EFFECT_OP})
+
+
+def _stable(value: Any) -> bool:
+    """An object kept as an attribute (a variable, a layer), not one made on each access
+    (a bound method, a property's fresh list): only those are guarded by identity."""
+    return not (inspect.ismethod(value) or isinstance(value, (list, tuple)))
+
+
+def _chain_root(node: gast.AST) -> gast.Name | None:
+    while isinstance(node, gast.Attribute):
+        node = node.value
+    return node if isinstance(node, gast.Name) else None
+
+
+def _chain_value(node: gast.AST, root_value: Any) -> Any:
+    if isinstance(node, gast.Name):
+        return root_value
+    base = _chain_value(node.value, root_value)
+    return MISSING if base is MISSING else getattr(base, node.attr, MISSING)
+
+
+def _dotted(node: gast.AST) -> str:
+    if isinstance(node, gast.Name):
+        return node.id
+    return f"{_dotted(node.value)}.{node.attr}"
+
+
+def _stored_names(fn: gast.FunctionDef) -> set[str]:
+    return {n.id for n in gast.walk(fn) if isinstance(n, gast.Name)
+            and isinstance(n.ctx, (gast.Store, gast.Del))}
 
 
 def _bound_names(fn: gast.FunctionDef) -> set[str]:

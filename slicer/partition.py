@@ -208,13 +208,17 @@ class _Partition:
 
     # sources ------------------------------------------------------------------------
     def _captures(self, tf_body) -> tuple[str, ...]:
-        """Free names of the TF program: bound from the namespace when it is traced."""
+        """What the TF program reads from outside when it is traced: free names, and
+        attribute chains on them or on arguments (`self.w`); guarded by identity."""
         names = [n for s in tf_body for n in gast.walk(s) if isinstance(n, gast.Name)]
         stored = {n.id for n in names if not isinstance(n.ctx, gast.Load)}
         stored |= {a.id for s in tf_body for n in gast.walk(s) if isinstance(n, gast.FunctionDef)
                    for a in n.args.args}
         read = {n.id for n in names if isinstance(n.ctx, gast.Load)}
-        return tuple(sorted(n for n in read - stored if not n.startswith("_gpe_")))
+        free = {n for n in read - stored if not n.startswith("_gpe_")}
+        paths = {anno.get(n, Key.PATH) for s in tf_body for n in gast.walk(s)
+                 if isinstance(n, gast.Attribute) and anno.has(n, Key.PATH)}
+        return tuple(sorted(free | paths))
 
     def _factory(self, template, runtime, body, with_args=False, **subs) -> str:
         params = runtime + list(self.parsed.fn.__code__.co_freevars)

@@ -13,7 +13,7 @@ import contextlib
 from tensorflow.core.protobuf import rewriter_config_pb2
 from tensorflow.python.eager import context
 
-_VALUE_CHANGING = ("constant_folding", "arithmetic_optimization")
+_VALUE_CHANGING = ("constant_folding", "arithmetic_optimization", "remapping")
 
 
 def _options() -> context.FunctionCallOptions:

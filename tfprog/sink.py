@@ -18,8 +18,11 @@ STOP = -1
 
 
 def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[Any]]],
-               timer: tf.Variable | None = None):
+               timer: tf.Variable | None = None, acks: tf.queue.FIFOQueue | None = None):
     """`parts`: (concrete function, its queue handles) in part-number order.
+
+    acks: a queue into which the sink puts each finished call's part number (the host
+    counts them to know when every call it sent has finished).
 
     timer: a float64 [2] variable; when given, each part's run adds its wall seconds to
     timer[0] and 1 to timer[1] (how busy the graph was, for overlap measurements)."""
@@ -37,16 +40,19 @@ def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[
 
     def body(index):
         if timer is None:
-            done = run_one(index)
+            finished = run_one(index)
         else:
             with tf.control_dependencies([index]):
                 start = tf.timestamp()
             with tf.control_dependencies([start]):
-                done = run_one(index)
-            with tf.control_dependencies([done]):
+                finished = run_one(index)
+            with tf.control_dependencies([finished]):
                 elapsed = tf.timestamp() - start
-            done = timer.assign_add(tf.stack([elapsed, tf.constant(1.0, tf.float64)]))
-        with tf.control_dependencies([done]):
+            finished = timer.assign_add(tf.stack([elapsed, tf.constant(1.0, tf.float64)]))
+        if acks is not None:
+            with tf.control_dependencies([finished]):
+                finished = gen_data_flow_ops.queue_enqueue_v2(acks.queue_ref, [tf.reshape(index, [])])
+        with tf.control_dependencies([finished]):
             return next_index()
 
     def gpe_sink():

@@ -1,0 +1,90 @@
+"""Objects: attributes holding variables, layers and optimizers are read in the TF part
+(guarded by identity); attributes holding Python values cross as values."""
+import keras
+import numpy as np
+import tensorflow as tf
+
+import gpe
+
+X = tf.constant(np.arange(12, dtype=np.float32).reshape(4, 3) / 10)
+Y = tf.ones([4, 1])
+
+
+class Regressor:
+    def __init__(self, lr):
+        self.w = tf.Variable(tf.ones([3, 1]))
+        self.b = tf.Variable(0.0)
+        self.lr = lr
+        self.steps = 0
+        self.history = []
+
+    def step(self, x, y):
+        with tf.GradientTape() as tape:
+            pred = tf.matmul(x, self.w) + self.b
+            loss = tf.reduce_mean(tf.square(pred - y))
+        gw, gb = tape.gradient(loss, [self.w, self.b])
+        self.w.assign_sub(self.lr * gw)
+        self.b.assign_sub(self.lr * gb)
+        self.steps += 1
+        self.history.append(loss)
+        return loss
+
+
+def test_method_with_attribute_variables_and_a_changing_learning_rate():
+    eager, under = Regressor(0.1), Regressor(0.1)
+    sliced = gpe.function(Regressor.step)
+    for i in range(5):
+        if i == 2:
+            eager.lr = under.lr = 0.05  # changed between calls: the TF part gets it as a value
+        assert np.array_equal(Regressor.step(eager, X, Y).numpy(), sliced(under, X, Y).numpy())
+    assert np.array_equal(eager.w.numpy(), under.w.numpy())
+    assert np.array_equal(eager.b.numpy(), under.b.numpy())
+    assert eager.steps == under.steps == 5
+    assert [float(h) for h in eager.history] == [float(h) for h in under.history]
+    stats = sliced.stats()
+    assert stats["graph_calls"] == 4 and stats["variants"] == 1
+    plan_text = gpe.explain(sliced, file=__import__("io").StringIO())
+    assert "self.w" in plan_text and "out:" in plan_text
+
+
+def test_two_objects_alternating_get_one_variant_each():
+    first, second = Regressor(0.1), Regressor(0.2)
+    twin_a, twin_b = Regressor(0.1), Regressor(0.2)
+    sliced = gpe.function(Regressor.step)
+    for _ in range(4):
+        for obj, twin in ((first, twin_a), (second, twin_b)):
+            assert np.array_equal(sliced(obj, X, Y).numpy(), Regressor.step(twin, X, Y).numpy())
+    assert np.array_equal(first.w.numpy(), twin_a.w.numpy())
+    assert np.array_equal(second.w.numpy(), twin_b.w.numpy())
+    stats = sliced.stats()
+    assert stats["variants"] == 2 and stats["graph_calls"] == 6
+
+
+class KerasTrainer:
+    def __init__(self):
+        keras.utils.set_random_seed(3)
+        self.model = keras.Sequential([keras.layers.Dense(8, activation="tanh"),
+                                       keras.layers.Dense(1)])
+        self.model(X)
+        self.opt = keras.optimizers.SGD(0.05)
+
+    @gpe.function
+    def train(self, x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(self.model(x) - y))
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.opt.apply_gradients(zip(grads, self.model.trainable_variables))
+        return loss
+
+
+def test_decorated_method_with_keras_attributes_runs_in_the_graph():
+    eager = KerasTrainer()
+    under = KerasTrainer()
+    for _ in range(5):
+        a = KerasTrainer.train.__wrapped__(eager, X, Y)
+        b = under.train(X, Y)
+        assert np.array_equal(a.numpy(), np.asarray(b))
+    for va, vb in zip(eager.model.weights, under.model.weights):
+        assert np.array_equal(va.numpy(), vb.numpy())
+    stats = KerasTrainer.train.stats()
+    assert stats["graph_calls"] == 4, stats
