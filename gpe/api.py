@@ -58,5 +58,5 @@ def format_plan(plan: SlicePlan) -> str:
             lines.append(f"  {'':>4}  {'':<4}  {'':<{width}}    -> {crossing}")
     channels = len(plan.channels)
     lines.append(f"  {channels} channel{'s' if channels != 1 else ''}; the TF part is one "
-                 f"FunctionDef")
+                 f"FunctionDef (a sliced callee has its own)")
     return "\n".join(lines) + "\n"

@@ -21,6 +21,8 @@ class Key(enum.Enum):
     SYNC = "bool: a host statement that touches TF state directly (set by placement.resolve)"
     PATH = ("str: a dotted attribute chain (`self.w`, `trainer.model`) resolved when slicing "
             "to a TF object; the TF part reads it when traced, guarded by identity")
+    CALLEE = ("bool: a call of a user function whose body is all TF work; the TF part calls "
+              "the callee's own FunctionDef")
     ORIGIN = "int: source line (in the user's file) the statement was derived from"
     ENTRY = "tuple of names sent host->TF when a call starts (on the FunctionDef; crossings)"
     OUTPUTS = "tuple of names the TF part sends to the host right after this statement"

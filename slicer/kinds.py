@@ -163,6 +163,12 @@ class _Inferer:
             self.expr(arg)
         for keyword in node.keywords:
             self.expr(keyword.value)
+        if fkind == Kind.HOST and not node.keywords and _is_static(node.func, self):
+            callee_kind = self._callee(node)
+            if callee_kind is not None:
+                anno.set(node, Key.CALLEE, True)
+                anno.set(node.func, Key.KIND, callee_kind)
+                return Kind.TENSOR
         if fkind in (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_CONSTANT):
             return Kind.TENSOR
         if fkind == Kind.TF_FACTORY:
@@ -174,6 +180,15 @@ class _Inferer:
                 return Kind.TF_OBJECT  # zip(grads, variables): a structure of TF values
             return _SCALAR_BUILTINS.get(name, Kind.HOST_DATA)
         return Kind.HOST
+
+    def _callee(self, node: gast.Call) -> Kind | None:
+        """A user function called on TF values whose body is all TF work (slicer.callees)."""
+        arg_kinds = [anno.get(a, Key.KIND) for a in node.args]
+        if not any(k in TF_KINDS for k in arg_kinds):
+            return None
+        from slicer import callees  # callees runs this module's passes on the callee
+        return callees.kind_of_call(static_value(node.func, self.parsed), arg_kinds,
+                                    self.facts)
 
     def _BinOp(self, node: gast.BinOp) -> Kind:
         return self._join([self.expr(node.left), self.expr(node.right)])

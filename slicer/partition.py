@@ -162,7 +162,7 @@ class _Partition:
             target = seg.body
             crossing.append("waits for the host to get here" + (
                 f"; in: {', '.join(gate)} (host->TF)" if gate else ""))
-        target.append(_in_line_scope(_constants_from_host(stmt)))
+        target.append(_in_line_scope(_tf_calls(stmt)))
         for name in anno.get(stmt, Key.OUTPUTS, ()):
             k = self.channel(ChannelKind.OUTPUT, (name,), stmt.lineno)
             self.host_ops.append(k)
@@ -232,18 +232,21 @@ class _Partition:
         return source_of(module), module
 
 
-def _constants_from_host(stmt: gast.stmt) -> gast.stmt:
-    """`tf.constant(v, ...)` in the TF part becomes `_gpe_rt.constant(tf.constant, v, ...)`:
-    a value sent by the host arrives as a tensor, which tf.constant cannot take in a graph."""
-    def makers(node):
-        return [n for n in gast.walk(node) if isinstance(n, gast.Call)
-                and anno.get(n.func, Key.KIND) == Kind.TF_CONSTANT]
-    if not makers(stmt):
+def _tf_calls(stmt: gast.stmt) -> gast.stmt:
+    """Calls the TF runtime handles itself, rewritten in the TF part:
+    `tf.constant(v, ...)` becomes `_gpe_rt.constant(tf.constant, v, ...)` (a value sent by
+    the host arrives as a tensor, which tf.constant cannot take in a graph), and a call of
+    a sliced callee `f(a)` becomes `_gpe_rt.call(f, a)` (a call of f's own FunctionDef)."""
+    def special(node):
+        return isinstance(node, gast.Call) and (
+            anno.get(node.func, Key.KIND) == Kind.TF_CONSTANT or anno.get(node, Key.CALLEE))
+    if not any(special(n) for n in gast.walk(stmt)):
         return stmt
     stmt = copy.deepcopy(stmt)  # the profile program keeps the original
-    for call in makers(stmt):
+    for call in [n for n in gast.walk(stmt) if special(n)]:
+        method = "call" if anno.get(call, Key.CALLEE) else "constant"
         call.args = [call.func] + call.args
-        call.func = templates.expr("_gpe_rt.constant")
+        call.func = templates.expr(f"_gpe_rt.{method}")
     return stmt
 
 

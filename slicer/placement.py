@@ -139,6 +139,10 @@ def _describe_with(stmt: gast.With) -> str:
 
 def _describe_tf(value: gast.AST, effect: bool) -> str:
     calls = [n for n in gast.walk(value) if isinstance(n, gast.Call)]
+    sliced = [dotted(c.func) for c in calls if anno.get(c, Key.CALLEE)]
+    if sliced:
+        return ("calls " + ", ".join(sliced) + " (sliced too: its own FunctionDef)" +
+                ("; changes TF state" if effect else ""))
     if effect:
         writes = [dotted(c.func) for c in calls if effect_call(c)]
         return "changes TF state: " + ", ".join(writes)

@@ -105,6 +105,7 @@ class _TraceRuntime:
     def __init__(self, plan: SlicePlan, specs: dict[int, list[ValueSpec]]):
         self.plan, self.specs = plan, specs
         self.uid = next(_part_ids)
+        self.callees: dict = {}
         self.waits: set[int] = set()
         self.unchecked: list = []  # ops that can fail at run time, not yet waited for
         self.seen_ops = 0
@@ -161,6 +162,13 @@ class _TraceRuntime:
         with tf.control_dependencies(_stateful_ops() + self.unchecked):
             gen_data_flow_ops.queue_enqueue_v2(queues[index], [tf.constant(True)])
         self.unchecked = []
+
+    def call(self, fn, *args):
+        """A sliced callee: a call of its own FunctionDef (traced once per part build)."""
+        wrapped = self.callees.get(fn)
+        if wrapped is None:
+            wrapped = self.callees[fn] = tf.function(fn, autograph=False)
+        return wrapped(*args)
 
     @staticmethod
     def constant(maker, value, dtype=None, shape=None, name=None, **kwargs):

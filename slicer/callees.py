@@ -1,0 +1,91 @@
+"""Callees: a user function called on TF values whose body is all TF work.
+
+`kind_of_call(fn, arg_kinds, facts)` slices `fn` for arguments of those kinds (the same
+passes as the pipeline, up to placement) and returns `Kind.TF_OP` (or `TF_EFFECT_OP` when
+it writes TF state) if every statement of it runs in the TF part, else None. Such a call
+stays in the caller's TF part, where it becomes a call of the callee's own FunctionDef
+(no inlining). Anything else (host statements, recursion, *args) leaves the call on the
+host. Results are cached per function and argument kinds.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+from typing import Any
+
+import gast
+
+from slicer import activity, anno, hoist, kinds
+from slicer.anno import Key
+from slicer.errors import Refusal
+from slicer.facts import TF_KINDS, ArgFact, Facts, Kind
+from slicer.parser import parse
+from slicer.placement import Place, resolve as place
+
+_ARG_KINDS = TF_KINDS | {Kind.PY_SCALAR}
+_cache: dict[tuple, Kind | None] = {}
+_active: set[Any] = set()  # functions being analysed (recursion stays on the host)
+
+
+def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts) -> Kind | None:
+    if not isinstance(fn, types.FunctionType) or fn in _active:
+        return None
+    key = (fn, tuple(arg_kinds))
+    if key not in _cache:
+        _active.add(fn)
+        try:
+            _cache[key] = _analyse(fn, arg_kinds, facts)
+        finally:
+            _active.discard(fn)
+    return _cache[key]
+
+
+def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], facts: Facts) -> Kind | None:
+    if not all(k in _ARG_KINDS for k in arg_kinds):
+        return None
+    params = list(inspect.signature(fn).parameters.values())
+    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params) or \
+            len(arg_kinds) > len(params):
+        return None
+    args = {}
+    for i, param in enumerate(params):
+        if i < len(arg_kinds):
+            args[param.name] = ArgFact(arg_kinds[i])
+        elif param.default is not param.empty and isinstance(param.default, (bool, int, float)):
+            args[param.name] = ArgFact(Kind.PY_SCALAR)
+        else:
+            return None
+    try:
+        parsed = parse(fn)
+        callee_facts = Facts(args=args, classify=facts.classify)
+        kinds.resolve(parsed, callee_facts)
+        hoist.transform(parsed)
+        kinds.resolve(parsed, callee_facts)
+        activity.resolve(parsed.node)
+        place(parsed)
+    except (Refusal, SyntaxError, TypeError, ValueError):
+        return None
+    return _pure(parsed.node)
+
+
+def _pure(fn: gast.FunctionDef) -> Kind | None:
+    """TF_OP/TF_EFFECT_OP if every statement is TF work (a final `return` of TF values)."""
+    effect = False
+    body = fn.body
+    for i, stmt in enumerate(body):
+        place_ = anno.get(stmt, Key.PLACE)
+        if isinstance(stmt, gast.Return) and i == len(body) - 1:
+            if stmt.value is not None and not _tf_names(stmt.value):
+                return None
+            continue
+        if place_ not in (Place.TF, Place.BOTH):
+            return None
+        effect = effect or bool(anno.get(stmt, Key.EFFECT)) or any(
+            anno.get(s, Key.EFFECT) for s in gast.walk(stmt) if isinstance(s, gast.stmt))
+    return Kind.TF_EFFECT_OP if effect else Kind.TF_OP
+
+
+def _tf_names(value: gast.expr) -> bool:
+    if isinstance(value, (gast.Tuple, gast.List)):
+        return all(_tf_names(e) for e in value.elts)
+    return isinstance(value, gast.Name) and anno.get(value, Key.KIND) in TF_KINDS
