@@ -113,6 +113,7 @@ def test_no_gate_when_effect_precedes_host_work():
 
 def test_unknown_call_on_host_gets_a_barrier():
     def helper(v):
+        print(v)  # host work: the call stays on the host
         return v
 
     def update(x):
