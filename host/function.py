@@ -28,6 +28,7 @@ from tfprog.part import Part, PartError, build_part
 log = logging.getLogger("gpe")
 
 MAX_VARIANTS = 16
+MAX_INT_VALUES = 4
 
 
 class GpeWarning(UserWarning):
@@ -95,6 +96,7 @@ class SlicedFunction:
         self.profiles: dict[tuple, list] = {}
         self.refused: dict[tuple, str] = {}
         self.dynamic: set[str] = set()
+        self.int_values: dict[str, set[int]] = {}
         self.guards: tuple[str, ...] = ()  # captured names and paths (union over variants)
         self.stats_ = Stats()
         self.warned: set[str] = set()
@@ -178,15 +180,17 @@ class SlicedFunction:
         return described + tuple(id(signature.resolve(g, values, lookup)) for g in self.guards)
 
     def _mark_dynamic(self, key, values) -> None:
-        """An int argument seen with a new value where all else matched is sent, not folded."""
-        n = len(values)
-        for other in list(self.variants) + list(self.refused):
-            diff = [i for i, (a, b) in enumerate(zip(key[:n], other[:n])) if a != b]
-            if len(diff) == 1 and key[diff[0]][:2] == ("constant", "int"):
-                name = list(values)[diff[0]]
-                self.dynamic.add(name)
-                log.debug("%s: argument %s changes value; sent as a value from now on",
-                          self.__qualname__, name)
+        """An int argument folded into the TF part as a constant (a loop count, an index)
+        gets a variant per value; once it has taken more than MAX_INT_VALUES values it is
+        sent as a value instead (loops over it then run on the host)."""
+        for name, value in values.items():
+            if type(value) is int and name not in self.dynamic:
+                seen = self.int_values.setdefault(name, set())
+                seen.add(value)
+                if len(seen) > MAX_INT_VALUES:
+                    self.dynamic.add(name)
+                    log.debug("%s: argument %s keeps changing; sent as a value from now on",
+                              self.__qualname__, name)
 
     def _plan(self, key, values) -> SlicePlan:
         described = tuple(signature.describe(v, n in self.dynamic) for n, v in values.items())

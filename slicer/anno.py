@@ -13,6 +13,9 @@ _FIELD = "_gpe_anno"
 
 class Key(enum.Enum):
     KIND = "facts.Kind of an expression's value (set by kinds.resolve)"
+    CONSTANT = ("bool: an expression whose value is fixed for the call (literals, folded "
+                "arguments, loop counters of unrolled loops, pure builtins of those): either "
+                "side may compute it (set by kinds.resolve)")
     READS = "frozenset of names a statement reads (set by activity.resolve)"
     WRITES = "frozenset of names a statement binds (set by activity.resolve)"
     PLACE = "placement.Place of a statement (set by placement.resolve)"

@@ -62,7 +62,7 @@ def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], facts: Facts) -> Kin
         hoist.transform(parsed)
         kinds.resolve(parsed, callee_facts)
         activity.resolve(parsed.node)
-        place(parsed)
+        place(parsed, callee_facts)
     except (Refusal, SyntaxError, TypeError, ValueError):
         return None
     return _pure(parsed.node)

@@ -23,7 +23,7 @@ import gast
 from slicer import anno
 from slicer.anno import Key
 from slicer.errors import Refusal
-from slicer.facts import Facts, Kind
+from slicer.facts import TF_KINDS, Facts, Kind
 from slicer.hoist import is_tf_with
 from slicer.parser import MISSING, Parsed
 from slicer.placement import Place
@@ -119,6 +119,10 @@ class _Crossings:
         for name in sorted(anno.get(stmt, Key.READS)):
             if self.side.get(name) == _TF and name not in self.on_host:
                 definer = self.def_stmt[name]
+                if isinstance(definer, gast.For) and _bound_by_loop(definer, name):
+                    raise Refusal("unsupported-order", f"`{name}` is set by a loop the TF part "
+                                  "unrolls, and read on the host after it", "",
+                                  self.parsed.filename, stmt.lineno)
                 anno.set(definer, Key.OUTPUTS, anno.get(definer, Key.OUTPUTS, ()) + (name,))
                 self.on_host.add(name)
         if not _trivial(stmt):
@@ -134,6 +138,13 @@ class _Crossings:
                 self.on_tf.add(name)
             if side in (_HOST, _BOTH):
                 self.on_host.add(name)
+
+
+def _bound_by_loop(loop: gast.For, name: str) -> bool:
+    """`name` holds a Python value while the TF part is built (a loop counter, or a value
+    computed from counters), not a tensor the host could receive."""
+    return any(isinstance(n, gast.Name) and n.id == name and isinstance(n.ctx, gast.Store)
+               and anno.get(n, Key.KIND) not in TF_KINDS for n in gast.walk(loop))
 
 
 def _trivial(stmt: gast.stmt) -> bool:

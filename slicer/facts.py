@@ -47,6 +47,10 @@ META_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "name", "device"})
 STRUCTURAL_BUILTINS = frozenset({"zip", "list", "tuple", "enumerate", "reversed", "dict"})
 """Builtins that only rearrange Python containers: on TF values they run in the TF part."""
 
+CONSTANT_BUILTINS = frozenset({"float", "int", "bool", "abs", "min", "max", "round", "len",
+                               "range"})
+"""Pure builtins: on values fixed for the call, their result is fixed for the call too."""
+
 MATERIALIZE_BUILTINS = frozenset({"float", "int", "bool", "complex", "len", "str", "repr", "print"})
 """Builtins whose use on a TF value needs that value on the host."""
 

@@ -33,7 +33,7 @@ def transform(parsed: Parsed) -> None:
 def tf_evaluable(node: gast.AST) -> bool:
     """True if the TF part can evaluate `node` (names are leaves that may cross)."""
     kind = anno.get(node, Key.KIND)
-    if isinstance(node, (gast.Name, gast.Constant)):
+    if isinstance(node, (gast.Name, gast.Constant)) or anno.get(node, Key.CONSTANT):
         return True
     if isinstance(node, gast.Attribute):
         base = anno.get(node.value, Key.KIND)
@@ -73,6 +73,8 @@ def _literal(node: gast.expr) -> bool:
 def _tf_operation(node: gast.expr) -> bool:
     """True if the TF part can run `node`'s own operation (its operands aside)."""
     kind = anno.get(node, Key.KIND)
+    if anno.get(node, Key.CONSTANT):
+        return True
     if isinstance(node, (gast.Tuple, gast.List, gast.Slice, gast.Starred)):
         return True
     if isinstance(node, gast.Attribute):

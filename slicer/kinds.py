@@ -15,7 +15,8 @@ import gast
 
 from slicer import anno
 from slicer.anno import Key
-from slicer.facts import (MATERIALIZE_METHODS, META_ATTRIBUTES, STRUCTURAL_BUILTINS,
+from slicer.facts import (CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES,
+                          STRUCTURAL_BUILTINS,
                           TF_KINDS, VARIABLE_EFFECT_METHODS, Facts, Kind)
 from slicer.parser import MISSING, Parsed
 
@@ -50,6 +51,8 @@ class _Inferer:
         self.parsed, self.facts, self.env = parsed, facts, env
         self.local_names = _bound_names(parsed.node)
         self.rebound = _stored_names(parsed.node)  # arguments the function reassigns
+        self.constants = {n for n, f in facts.args.items()  # names fixed for the call
+                          if f.constant and f.kind in (Kind.PY_SCALAR, Kind.HOST_DATA)}
 
     # statements -------------------------------------------------------------------
     def block(self, stmts: list[gast.stmt]) -> None:
@@ -61,9 +64,19 @@ class _Inferer:
             kind = self.expr(node.value)
             for target in node.targets:
                 self.bind(target, kind, node.value)
+                self._note_constant(target, anno.get(node.value, Key.CONSTANT, False))
         elif isinstance(node, gast.AugAssign):
             kind = self._join([self.expr(node.target), self.expr(node.value)])
             self.bind(node.target, kind, None)
+            self._note_constant(node.target, anno.get(node.target, Key.CONSTANT, False)
+                                and anno.get(node.value, Key.CONSTANT, False))
+        elif isinstance(node, gast.For):
+            self.expr(node.iter)
+            counting = _is_range(node.iter) and anno.get(node.iter, Key.CONSTANT, False)
+            self.bind(node.target, Kind.PY_SCALAR if _is_range(node.iter) else Kind.HOST, None)
+            self._note_constant(node.target, counting)
+            self.block(node.body)
+            self.block(node.orelse)
         elif isinstance(node, gast.AnnAssign):
             if node.value is not None:
                 self.bind(node.target, self.expr(node.value), node.value)
@@ -80,6 +93,13 @@ class _Inferer:
                     self.expr(child)
             for field in ("body", "orelse", "finalbody"):
                 self.block(getattr(node, field, []) or [])
+
+    def _note_constant(self, target: gast.AST, constant: bool) -> None:
+        names = [n.id for n in gast.walk(target) if isinstance(n, gast.Name)]
+        if constant and isinstance(target, gast.Name):
+            self.constants.add(target.id)
+        else:
+            self.constants.difference_update(names)
 
     def bind(self, target: gast.AST, kind: Kind, value: gast.AST | None) -> None:
         anno.set(target, Key.KIND, kind)
@@ -107,7 +127,24 @@ class _Inferer:
         else:
             kind = method(node)
         anno.set(node, Key.KIND, kind)
+        if self._constant(node):
+            anno.set(node, Key.CONSTANT, True)
         return kind
+
+    def _constant(self, node: gast.expr) -> bool:
+        if isinstance(node, gast.Constant):
+            return True
+        if isinstance(node, gast.Name):
+            return node.id in self.constants
+        if isinstance(node, gast.Call):
+            return (isinstance(node.func, gast.Name) and node.func.id in CONSTANT_BUILTINS
+                    and anno.get(node.func, Key.KIND) == Kind.HOST_FN and not node.keywords
+                    and all(anno.get(a, Key.CONSTANT, False) for a in node.args))
+        if isinstance(node, (gast.BinOp, gast.UnaryOp, gast.Compare, gast.BoolOp, gast.IfExp,
+                             gast.Tuple)):
+            return all(anno.get(c, Key.CONSTANT, False) for c in gast.iter_child_nodes(node)
+                       if isinstance(c, gast.expr))
+        return False
 
     def _Name(self, node: gast.Name) -> Kind:
         if node.id in self.env:
@@ -267,6 +304,11 @@ def _is_static(node: gast.AST, inferer: _Inferer) -> bool:
 
 _CAPTURABLE = frozenset({Kind.VARIABLE, Kind.TENSOR, Kind.TF_OBJECT, Kind.TF_OP,
                          Kind.TF_EFFECT_OP})
+
+
+def _is_range(node: gast.AST) -> bool:
+    return (isinstance(node, gast.Call) and isinstance(node.func, gast.Name)
+            and node.func.id == "range")
 
 
 def _stable(value: Any) -> bool:

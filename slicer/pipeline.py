@@ -22,7 +22,7 @@ def slice_function(fn: Callable, facts: Facts) -> SlicePlan:
     _checkpoint(parsed, "hoist")
     kinds.resolve(parsed, facts)        # again: hoisting added temporaries
     activity.resolve(parsed.node)       # reads/writes per statement
-    placement.resolve(parsed)           # needs kinds + activity: TF, host or both
+    placement.resolve(parsed, facts)    # needs kinds + activity: TF, host or both
     crossings.resolve(parsed, facts)    # needs placement: channels, gates, barriers
     return partition.transform(parsed, facts)  # needs crossings: the three programs
 

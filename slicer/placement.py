@@ -15,8 +15,8 @@ import gast
 from slicer import anno
 from slicer.anno import Key
 from slicer.errors import Refusal
-from slicer.facts import TF_CALLABLES, TF_KINDS, Kind
-from slicer.hoist import is_tf_statement, is_tf_with
+from slicer.facts import TF_CALLABLES, TF_KINDS, Facts, Kind
+from slicer.hoist import is_tf_statement, is_tf_with, tf_evaluable
 from slicer.kinds import effect_call
 from slicer.parser import Parsed
 
@@ -36,6 +36,29 @@ _KEYWORDS = {gast.If: "if", gast.For: "for", gast.While: "while", gast.Try: "try
              gast.Nonlocal: "nonlocal"}
 
 
+_LEAVES = (gast.Break, gast.Continue, gast.Return, gast.Yield, gast.YieldFrom, gast.With,
+           gast.Try, gast.FunctionDef, gast.ClassDef, gast.Global, gast.Nonlocal)
+
+
+def _is_range(node: gast.AST) -> bool:
+    return (isinstance(node, gast.Call) and isinstance(node.func, gast.Name)
+            and node.func.id == "range")
+
+
+def _fully_tf(stmt: gast.stmt) -> bool:
+    """Placed in the TF part with nothing left for the host (no hoisting happens inside a
+    loop or branch, so every sub-expression must be one the TF part can evaluate)."""
+    place = anno.get(stmt, Key.PLACE)
+    if place == Place.BOTH:
+        return True
+    if place != Place.TF:
+        return False
+    if isinstance(stmt, (gast.For, gast.If)):
+        return True  # a nested loop or branch, already checked
+    value = getattr(stmt, "value", None)
+    return value is not None and tf_evaluable(value)
+
+
 def _same_scope(stmt: gast.stmt):
     """Nodes of `stmt` outside nested functions and classes."""
     yield stmt
@@ -44,14 +67,15 @@ def _same_scope(stmt: gast.stmt):
             yield from _same_scope(child)
 
 
-def resolve(parsed: Parsed) -> None:
-    _Placer(parsed).block(parsed.node.body)
+def resolve(parsed: Parsed, facts: Facts) -> None:
+    _Placer(parsed, facts).block(parsed.node.body)
 
 
 class _Placer:
-    def __init__(self, parsed: Parsed):
+    def __init__(self, parsed: Parsed, facts: Facts):
         self.parsed = parsed
         self.both: set[str] = set()
+        self.fixed = {n for n, f in facts.args.items() if f.constant}  # folded arguments
 
     def block(self, stmts: list[gast.stmt]) -> None:
         for stmt in stmts:
@@ -82,9 +106,12 @@ class _Placer:
 
     def _compound(self, stmt: gast.stmt) -> None:
         """Control flow, host `with`, nested defs, `global`...: the host runs the whole
-        statement (any TF op inside runs eagerly there, in program order)."""
+        statement (any TF op inside runs eagerly there, in program order), unless it is a
+        loop or branch fixed for the call with only TF work inside (see _tf_compound)."""
         if isinstance(stmt, (gast.Global, gast.Nonlocal)):
             self._set(stmt, Place.HOST, "host: declaration")
+            return
+        if self._tf_compound(stmt):
             return
         sync, why = _host_reason(stmt)
         inner_tf = any(anno.get(n, Key.KIND) in TF_KINDS for n in gast.walk(stmt)
@@ -96,13 +123,46 @@ class _Placer:
         anno.set(stmt, Key.EXITS, any(isinstance(n, gast.Return) for n in _same_scope(stmt)))
         self._set(stmt, Place.HOST, "host: " + why)
 
+    def _tf_compound(self, stmt: gast.stmt) -> bool:
+        """`for` over a range fixed for the call, or `if` on a value fixed for the call,
+        whose body is TF work only: the TF part runs it whole, unrolled or with only the
+        branch taken when it is built (the call key fixes the count or the branch)."""
+        if isinstance(stmt, gast.For):
+            header = stmt.iter
+            ok = isinstance(stmt.target, gast.Name) and not stmt.orelse and _is_range(header)
+            why = "loop fixed for the call, unrolled"
+        elif isinstance(stmt, gast.If):
+            header, ok, why = stmt.test, True, "branch fixed for the call"
+        else:
+            return False
+        ok = ok and anno.get(header, Key.CONSTANT) and all(
+            n.id in self.both or n.id in self.fixed or n.id == "range"
+            for n in gast.walk(header) if isinstance(n, gast.Name))
+        if not ok or any(isinstance(n, _LEAVES) for n in _same_scope(stmt)):
+            return False
+        both = set(self.both)
+        inner = stmt.body + stmt.orelse
+        for child in inner:
+            try:
+                self.statement(child)
+            except Refusal:
+                return False
+            if not _fully_tf(child):
+                self.both = both
+                return False
+        self.both = both
+        effect = any(anno.get(c, Key.EFFECT) for c in inner)
+        anno.set(stmt, Key.EFFECT, effect)
+        self._set(stmt, Place.TF, f"TF: {why}" + ("; changes TF state" if effect else ""))
+        return True
+
     def _both(self, stmt: gast.stmt) -> bool:
         if not (isinstance(stmt, gast.Assign) and all(
                 isinstance(t, gast.Name) for t in stmt.targets)):
             return False
         ok = all(isinstance(n, (gast.Constant, gast.BinOp, gast.UnaryOp, gast.operator,
                                 gast.unaryop, gast.Load))
-                 or (isinstance(n, gast.Name) and n.id in self.both)
+                 or (isinstance(n, gast.Name) and (n.id in self.both or n.id in self.fixed))
                  for n in gast.walk(stmt.value))
         if ok:
             self.both.update(t.id for t in stmt.targets)

@@ -154,3 +154,41 @@ def test_generator_function_runs_eagerly():
     with pytest.warns(gpe.GpeWarning, match="generators"):
         out = list(sliced(X))
     assert np.array_equal(out[0].numpy(), (X * 2.0).numpy())
+
+
+def test_loop_fixed_for_the_call_is_unrolled_in_the_graph():
+    def make(log):
+        w = tf.Variable(tf.eye(3) * 0.5)
+
+        def rnn(x, steps, training):
+            h = tf.zeros([2, 3])
+            for t in range(steps):
+                h = tf.tanh(tf.matmul(h, w) + x * float(t + 1))
+            if training:
+                h = h * 0.5
+            else:
+                h = h * 2.0
+            out = tf.reduce_sum(h * h)
+            log.append(float(out))
+            return out
+        return rnn, {"w": w}
+    under = check(make, [(X, 3, True)] * 3 + [(X, 3, False)] * 3 + [(X, 5, True)] * 2,
+                  graph_calls=5)  # three signatures: (3, True), (3, False), (5, True)
+    assert under.target.stats()["variants"] == 3
+    assert "Tanh" not in under.host_ops
+
+
+def test_loop_counter_read_on_the_host_after_an_unrolled_loop_runs_eagerly():
+    import gpe
+
+    def last_index(x):
+        y = x
+        for t in range(3):
+            y = y * 2.0
+        return t, y
+    sliced = gpe.function(last_index)
+    with pytest.warns(gpe.GpeWarning, match="unrolls"):
+        for _ in range(3):
+            t, y = sliced(X)
+            assert t == 2 and isinstance(t, int)
+            assert np.array_equal(y.numpy(), (X * 8.0).numpy())

@@ -54,7 +54,7 @@ def analysed(fn, facts=FACTS):
     hoist.transform(parsed)
     kinds.resolve(parsed, facts)
     activity.resolve(parsed.node)
-    placement.resolve(parsed)
+    placement.resolve(parsed, facts)
     crossings.resolve(parsed, facts)
     return parsed
 
