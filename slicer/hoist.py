@@ -32,30 +32,18 @@ def transform(parsed: Parsed) -> None:
 
 def tf_evaluable(node: gast.AST) -> bool:
     """True if the TF part can evaluate `node` (names are leaves that may cross)."""
-    kind = anno.get(node, Key.KIND)
-    if isinstance(node, (gast.Name, gast.Constant)) or anno.get(node, Key.CONSTANT):
+    if isinstance(node, (gast.Name, gast.Constant)) or anno.get(node, Key.CONSTANT) or \
+            anno.has(node, Key.PATH):
         return True
-    if isinstance(node, gast.Attribute):
-        base = anno.get(node.value, Key.KIND)
-        if anno.has(node, Key.PATH):
-            return True
-        if base in TF_KINDS:
-            return node.attr not in MATERIALIZE_METHODS and tf_evaluable(node.value)
-        return base == Kind.TF_MODULE or kind in TF_CALLABLES or kind == Kind.TF_OBJECT
-    if isinstance(node, gast.Call):
-        return ((anno.get(node.func, Key.KIND) in TF_CALLABLES and tf_evaluable(node.func)
-                 or _structural(node))
-                and all(tf_evaluable(a) for a in node.args)
-                and all(tf_evaluable(k.value) for k in node.keywords))
-    if isinstance(node, (gast.BinOp, gast.UnaryOp, gast.Compare, gast.Subscript)):
-        if _literal(node):
-            return True
-        return kind in TF_KINDS and all(
-            tf_evaluable(c) for c in gast.iter_child_nodes(node) if isinstance(c, gast.expr))
-    if isinstance(node, (gast.Tuple, gast.List, gast.Slice, gast.Starred)):
-        return all(tf_evaluable(c) for c in gast.iter_child_nodes(node)
-                   if isinstance(c, gast.expr))
-    return False
+    return _tf_operation(node) and all(tf_evaluable(c) for c in _operands(node))
+
+
+def _operands(node: gast.AST):
+    for child in gast.iter_child_nodes(node):
+        if isinstance(child, gast.expr):
+            yield child
+        elif isinstance(child, gast.keyword):
+            yield child.value
 
 
 def _structural(call: gast.Call) -> bool:
