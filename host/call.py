@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from slicer.plan import ChannelKind
-from tfprog.channels import ValueSpec, matches, spec_of
+from tfprog.channels import ValueSpec, flatten, matches, spec_of
 
 _TRUE = None
 
@@ -26,13 +26,20 @@ class EntryGuardFailed(Exception):
     caller runs this call eagerly instead."""
 
 
-def to_components(values, specs: list[ValueSpec], label: str) -> list:
-    """The queue components for `values`, checked against the channel's specs.
+def to_components(values, specs: list[ValueSpec], layouts: list, label: str) -> list:
+    """The queue components for `values`, checked against the channel's layouts and specs.
 
     Python values go as NumPy scalars of the wire dtype: TF's op dispatch converts those in
     C++, while building an EagerTensor in Python stalls behind a running sink."""
+    leaves = []
+    for value, layout in zip(values, layouts):
+        found, flat = flatten(value)
+        if found != layout:
+            raise GuardError(f"gpe: {label} expected a value shaped like {layout!r}, got "
+                             f"{type(value).__name__}")
+        leaves += flat
     out = []
-    for value, spec in zip(values, specs):
+    for value, spec in zip(leaves, specs):
         if hasattr(value, "_gpe_pending"):
             value = value.resolve()
         if not matches(spec, value):
@@ -70,7 +77,8 @@ class Runtime:
         if self.entry is not None:
             channel = registration.channels[self.entry]
             try:
-                components = to_components(entry_values, channel.specs, channel.label)
+                components = to_components(entry_values, channel.specs,
+                                           channel.layouts, channel.label)
             except GuardError as exc:
                 raise EntryGuardFailed(str(exc)) from None
         try:
@@ -96,7 +104,7 @@ class CallContext:
     def gate(self, k: int, values) -> None:
         self.pos = self.rt.op_pos[k]
         channel = self.channels[k]
-        components = to_components(values, channel.specs, channel.label)
+        components = to_components(values, channel.specs, channel.layouts, channel.label)
         channel.send([_true()] + components)
 
     def barrier(self, k: int) -> None:

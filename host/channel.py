@@ -23,8 +23,9 @@ MAX_UNREAD = 256  # well past how far the host can run ahead (the entry queues h
 
 class HostChannel:
     def __init__(self, queue: tf.queue.FIFOQueue, dtypes: list[tf.DType],
-                 specs: list[ValueSpec], label: str, session):
+                 specs: list[ValueSpec], label: str, session, layouts: list | None = None):
         self.queue, self.handle, self.session = queue, queue.queue_ref, session
+        self.layouts = layouts or []  # host->TF: how the values split into components
         self.dtypes, self.specs, self.label = dtypes, specs, label
         self.dtype = specs[0].dtype if specs else tf.bool
         self._waiting: collections.deque = collections.deque()

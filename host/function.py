@@ -22,7 +22,7 @@ from host.loader import load
 from host.session import Registration, Session, get_session
 from slicer import Refusal, SlicePlan, slice_function
 from slicer.plan import ChannelKind
-from tfprog.channels import Unsendable, relaxed, spec_of
+from tfprog.channels import Unsendable, flatten, relaxed, spec_of
 from tfprog.part import Part, PartError, build_part
 
 log = logging.getLogger("gpe")
@@ -63,11 +63,11 @@ class Variant:
         # what the TF part captured when traced (held: their ids are in the call key)
         self.held = [signature.resolve(g, bound_values, owner.lookup) for g in plan.captures]
 
-    def build(self, specs) -> None:
+    def build(self, specs, layouts) -> None:
         fn = self.owner.fn
         factory = lambda rt, k: load(self.plan.tf_source, None, fn,  # noqa: E731
                                      {"_gpe_rt": rt, "_gpe_k": k}, signature=False)
-        self.part = build_part(self.plan, factory, self.bound, specs)
+        self.part = build_part(self.plan, factory, self.bound, specs, layouts)
         self.host_fn = load(self.plan.host_source, self.plan.host_tree, fn,
                             {"_gpe_rt": Runtime(self)})
 
@@ -214,9 +214,9 @@ class SlicedFunction:
 
     def _build(self, key, plan: SlicePlan, values, runs) -> None:
         try:
-            specs = _specs(plan, runs)
+            specs, layouts = _specs(plan, runs)
             variant = Variant(self, plan, {n: values[n] for n in plan.bound}, values)
-            variant.build(specs)
+            variant.build(specs, layouts)
         except (Unsendable, PartError, Refusal) as exc:
             self._refuse(key, str(exc))
             return
@@ -266,9 +266,9 @@ class _BoundSliced:
         return self._sliced.stats()
 
 
-def _specs(plan: SlicePlan, runs: list[dict[int, list]]) -> dict[int, list]:
-    """Channel specs from what the profile calls saw crossing host->TF."""
-    specs = {}
+def _specs(plan: SlicePlan, runs: list[dict[int, list]]) -> tuple[dict, dict]:
+    """Channel specs and layouts from what the profile calls saw crossing host->TF."""
+    specs, layouts = {}, {}
     for channel in plan.channels:
         if not channel.to_tf:
             continue
@@ -278,7 +278,9 @@ def _specs(plan: SlicePlan, runs: list[dict[int, list]]) -> dict[int, list]:
         if seen is None:
             raise PartError(f"the profile call never reached the crossing at line "
                             f"{channel.lineno}")
-        found = [spec_of(v) for v in seen]
+        pairs = [flatten(v) for v in seen]
+        layouts[channel.index] = [layout for layout, _ in pairs]
+        found = [spec_of(leaf) for _, leaves in pairs for leaf in leaves]
         specs[channel.index] = found if channel.kind == ChannelKind.ENTRY else [
             relaxed(s) for s in found]
-    return specs
+    return specs, layouts

@@ -114,7 +114,8 @@ class Session:
                 label = (f"channel {channel.index} ({channel.kind.name.lower()} "
                          f"{', '.join(channel.names)}) of {part.plan.qualname} at "
                          f"{part.plan.filename}:{channel.lineno}")
-                channels.append(HostChannel(queue, dtypes, part.specs[channel.index], label, self))
+                channels.append(HostChannel(queue, dtypes, part.specs[channel.index], label, self,
+                                            part.layouts.get(channel.index)))
             registration = Registration(len(self.parts), channels, self.generation)
             self.parts.append((part, registration, weakref.ref(owner)))
             self._restart()

@@ -16,6 +16,7 @@ from host import oracle
 from slicer.facts import ArgFact, Facts, Kind
 
 _FOLDED = (bool, int, str, type(None))
+MAX_DESCRIBED = 32  # longer tuples, lists and dicts are described by their type only
 
 
 def describe(value: Any, dynamic: bool = False) -> tuple:
@@ -30,6 +31,11 @@ def describe(value: Any, dynamic: bool = False) -> tuple:
         return ("python", type(value).__name__)
     if isinstance(value, (np.ndarray, np.generic)):
         return ("array", value.dtype.str, np.shape(value))
+    if type(value) in (tuple, list) and len(value) <= MAX_DESCRIBED:
+        return ("sequence", type(value).__name__, tuple(describe(v) for v in value))
+    if type(value) is dict and len(value) <= MAX_DESCRIBED and all(
+            type(k) is str for k in value):
+        return ("mapping", tuple((k, describe(v)) for k, v in value.items()))
     return ("object", type(value).__qualname__, id(type(value)))
 
 
@@ -46,9 +52,23 @@ def arg_fact(entry: tuple, value: Any) -> ArgFact:
         return ArgFact(Kind.PY_SCALAR, python_type=entry[1])
     if what == "array":
         return ArgFact(Kind.HOST_DATA, dtype=entry[1], shape=entry[2], python_type="ndarray")
+    if what in ("sequence", "mapping"):  # *args, **kwargs, a list of tensors
+        kind = Kind.TENSOR if _all_tensors(entry) else Kind.HOST_DATA
+        return ArgFact(kind, python_type=type(value).__name__)
     # an object (self, a trainer...): bound into the TF part, where only attribute chains
     # that lead to TF objects are read (each guarded by identity in the call key)
     return ArgFact(Kind.HOST, python_type=entry[1], constant=True, value=value)
+
+
+def _all_tensors(entry: tuple) -> bool:
+    """A described tuple/list/dict whose leaves are all tensors (it crosses as a structure)."""
+    if entry[0] == "tensor":
+        return True
+    if entry[0] == "sequence":
+        return bool(entry[2]) and all(_all_tensors(e) for e in entry[2])
+    if entry[0] == "mapping":
+        return bool(entry[1]) and all(_all_tensors(e) for _, e in entry[1])
+    return False
 
 
 def facts_for(key: tuple, bound: dict[str, Any], assumed: str = "") -> Facts:

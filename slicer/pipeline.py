@@ -28,10 +28,6 @@ def slice_function(fn: Callable, facts: Facts) -> SlicePlan:
 
 
 def _check_args(parsed) -> None:
-    args = parsed.node.args
-    if args.vararg is not None or args.kwarg is not None:
-        raise Refusal("unsupported-signature", "*args/**kwargs are not sliced yet", "",
-                      parsed.filename, parsed.lineno)
     for node in _own_scope(parsed.node):
         if isinstance(node, (gast.Yield, gast.YieldFrom, gast.Await)):
             raise Refusal("generator", "generators and coroutines are not sliced yet", "",

@@ -192,3 +192,32 @@ def test_loop_counter_read_on_the_host_after_an_unrolled_loop_runs_eagerly():
             t, y = sliced(X)
             assert t == 2 and isinstance(t, int)
             assert np.array_equal(y.numpy(), (X * 8.0).numpy())
+
+
+def test_star_args_kwargs_and_lists_of_tensors():
+    def make(log):
+        v = tf.Variable(1.0)
+
+        def combine(*tensors, scale=1.0, **extra):
+            total = tf.add_n(list(tensors)) * scale
+            for name in sorted(extra):
+                log.append((name, float(tf.reduce_sum(extra[name]))))
+            v.assign_add(tf.reduce_sum(total))
+            return total
+        return combine, {"v": v}
+    a, b = X, X * 2
+    check(make, [(a, b), (a, b, {"__kwargs__": True, "scale": 0.5, "bias": a}),
+                 (a, b), (a, b, {"__kwargs__": True, "scale": 0.5, "bias": a}), (a, b)],
+          graph_calls=3, host_ops_allowed=frozenset({"Sum", "Const"}))
+
+
+def test_a_tuple_of_tensors_argument_crosses_as_a_structure():
+    def make(log):
+        def stack_all(pair, weights):
+            a, b = pair
+            return tf.add_n([a * weights["a"], b * weights["b"]])
+        return stack_all, {}
+    calls = [((X, X + 1), {"a": X, "b": X * 3})] * 4
+    under = check(make, calls)
+    plan = under.target.last_plan
+    assert [c.names for c in plan.channels if c.kind.name == "ENTRY"] == [("pair", "weights")]

@@ -51,6 +51,28 @@ def spec_of(value) -> ValueSpec:
     raise Unsendable(f"a {type(value).__name__} value cannot cross into the TF part")
 
 
+def flatten(value) -> tuple[object, list]:
+    """A crossing value as (layout, leaves): lists, tuples and dicts of tensors and numbers
+    cross leaf by leaf and are rebuilt on the other side; layout None means one leaf."""
+    if type(value) in (list, tuple, dict):
+        return tf.nest.map_structure(lambda _: None, value), tf.nest.flatten(value)
+    return None, [value]
+
+
+def unflatten(layouts: list, leaves: list) -> list:
+    """The values `flatten` took apart, one per layout."""
+    out, i = [], 0
+    for layout in layouts:
+        if layout is None:
+            out.append(leaves[i])
+            i += 1
+        else:
+            n = len(tf.nest.flatten(layout))
+            out.append(tf.nest.pack_sequence_as(layout, leaves[i:i + n]))
+            i += n
+    return out
+
+
 def matches(spec: ValueSpec, value) -> bool:
     """Whether `value` can be sent on a channel built for `spec` (the call's guard)."""
     try:

@@ -9,6 +9,7 @@ every TF->host value.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import operator
 import re
@@ -20,7 +21,7 @@ from tensorflow.python.ops import gen_data_flow_ops
 from tensorflow.python.types import core
 
 from slicer.plan import ChannelKind, SlicePlan
-from tfprog.channels import ValueSpec
+from tfprog.channels import ValueSpec, unflatten
 from tfprog.exact import exact_arithmetic
 
 _RESOURCE = tf.TensorSpec([], tf.resource)
@@ -84,7 +85,8 @@ class Part:
 
     plan: SlicePlan
     function: Any                      # tf ConcreteFunction(queue handles...) -> int32
-    specs: dict[int, list[ValueSpec]]  # channel index -> component specs
+    specs: dict[int, list[ValueSpec]]  # channel index -> component (leaf) specs
+    layouts: dict[int, list] = dataclasses.field(default_factory=dict)  # see channels.flatten
     waits: frozenset[int] = frozenset()  # CHECK channels the host must wait on
     uid: int = 0                         # names its ops' scopes (see LINE_SCOPE)
 
@@ -102,8 +104,9 @@ class Part:
 class _TraceRuntime:
     """What the TF program calls as `_gpe_rt` while it is traced."""
 
-    def __init__(self, plan: SlicePlan, specs: dict[int, list[ValueSpec]]):
-        self.plan, self.specs = plan, specs
+    def __init__(self, plan: SlicePlan, specs: dict[int, list[ValueSpec]],
+                 layouts: dict[int, list]):
+        self.plan, self.specs, self.layouts = plan, specs, layouts
         self.uid = next(_part_ids)
         self.callees: dict = {}
         self.waits: set[int] = set()
@@ -138,10 +141,11 @@ class _TraceRuntime:
         self.barrier(queues, index)
 
     def entry(self, queues, index):
-        return self._receive(queues[index], self.specs[index], [])
+        return unflatten(self.layouts[index], self._receive(queues[index], self.specs[index], []))
 
     def gate(self, queues, index, segment: Callable):
-        flag, *values = self._receive(queues[index], self.specs[index], [tf.bool])
+        flag, *leaves = self._receive(queues[index], self.specs[index], [tf.bool])
+        values = unflatten(self.layouts[index], leaves)
         self._note_failing_ops()
         outer, self.unchecked = self.unchecked, []
         with tf.control_dependencies(_stateful_ops() + outer):
@@ -238,10 +242,10 @@ def _stateful_ops() -> list:
 
 
 def build_part(plan: SlicePlan, tf_factory: Callable[..., Callable], bound: dict[str, Any],
-               specs: dict[int, list[ValueSpec]]) -> Part:
+               specs: dict[int, list[ValueSpec]], layouts: dict[int, list]) -> Part:
     """Trace the TF program. `tf_factory(runtime, bound)` returns the `_gpe_tf` function."""
     specs = dict(specs)
-    runtime = _TraceRuntime(plan, specs)
+    runtime = _TraceRuntime(plan, specs, layouts)
     program = tf_factory(runtime, bound)
 
     def traced(*queues):
@@ -257,5 +261,5 @@ def build_part(plan: SlicePlan, tf_factory: Callable[..., Callable], bound: dict
         raise
     except Exception as exc:  # tracing user code can raise anything
         raise PartError(f"tracing the TF part failed: {type(exc).__name__}: {exc}") from exc
-    return Part(plan=plan, function=concrete, specs=specs, waits=frozenset(runtime.waits),
-                uid=runtime.uid)
+    return Part(plan=plan, function=concrete, specs=specs, layouts=layouts,
+                waits=frozenset(runtime.waits), uid=runtime.uid)
