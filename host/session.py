@@ -213,17 +213,21 @@ class Session:
             return failure
 
     def raise_failure(self, label: str, cause: BaseException | None = None):
-        """Raise the error that stopped the sink, as the exception type eager raises."""
+        """Raise the error that stopped the sink, as the exception type eager raises, with
+        the op's own message; a note names the user's function, file and line."""
         failure = self.take_failure()
         if failure is None:
             raise RuntimeError(f"gpe: {label} was closed (the session shut down)") from cause
         if isinstance(failure, tf.errors.OpError):
-            raise type(failure)(failure.node_def, failure.op,
-                                self._describe(failure.message)) from None
+            text, where = self._describe(failure.message)
+            error = type(failure)(failure.node_def, failure.op, text)
+            if where:
+                error.add_note(where) if hasattr(error, "add_note") else None
+            raise error from None
         raise failure
 
-    def _describe(self, message: str) -> str:
-        """The graph error's own text, the op, and the user's function, file and line."""
+    def _describe(self, message: str) -> tuple[str, str]:
+        """(the graph error's own text and op, where in the user's code it was raised)."""
         core = [ln.strip() for ln in message.splitlines()
                 if ln.strip() and not ln.lstrip().startswith(("[[", "File ", "Detected at",
                                                                "Graph execution error"))]
@@ -233,13 +237,13 @@ class Session:
         if node:
             text += f" [Op:{node[-1].rsplit('/', 1)[-1]}]"
         scopes = LINE_SCOPE.findall(node[-1] if node else message)
+        where = ""
         if scopes:
             uid, line = int(scopes[-1][0]), scopes[-1][1]
             plan = next((part.plan for part, _, _ in self.parts if part.uid == uid), None)
             if plan is not None:
-                text += (f"\n  raised in the TF part of {plan.qualname} at "
-                         f"{plan.filename}:{line}")
-        return text
+                where = f"raised in the TF part of {plan.qualname} at {plan.filename}:{line}"
+        return text, where
 
     def _recover(self) -> None:
         if self.failed:

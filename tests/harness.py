@@ -7,7 +7,9 @@ and `log` a list the function may append side effects to. Printed output is capt
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -40,9 +42,20 @@ def plain(value: Any) -> Any:
         return type(value)(plain(v) for v in value)
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, tf.errors.OpError):
+        return ("raised", type(value).__name__, op_error_text(value.message))
     if isinstance(value, BaseException):
         return ("raised", type(value).__name__, str(value))
+    if inspect.isgenerator(value):
+        return ("generator", plain(list(value)))
     return value
+
+
+def op_error_text(message: str) -> str:
+    """A TF op error's own text: eager wraps it in `{{function_node ...}} ... name: `, a graph
+    names the node; the op's message and `[Op:Type]` are what both share."""
+    message = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", message)
+    return re.sub(r"\s*name:\s*$", "", message)
 
 
 def same(a: Any, b: Any) -> bool:
@@ -63,9 +76,14 @@ class Var:
     name: str
 
 
-def run(make: Callable, calls: list[tuple], sliced: bool, **options) -> Run:
+def run(make: Callable, calls: list[tuple] | None, sliced: bool, **options) -> Run:
+    """`make(log)` may also return the calls, as a third item (used when `calls` is None):
+    arguments that are part of the program's fresh state (its objects) belong there."""
     log: list = []
-    fn, variables = make(log)
+    made = make(log)
+    fn, variables = made[0], made[1]
+    if calls is None:
+        calls = made[2]
     target = gpe.function(fn, **options) if sliced else fn
     out = io.StringIO()
     results: list = []

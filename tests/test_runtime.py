@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import gpe
-from harness import check
+from harness import check, run
 from host.opcount import eager_ops, user_ops
 
 X = tf.constant([1.0, 2.0, 3.0])
@@ -104,15 +104,20 @@ def test_graph_error_surfaces_before_later_host_effects_and_names_the_line():
             return y
         return pick, {"v": v}
     calls = [(X, tf.constant(1)), (X, tf.constant(2)), (X, tf.constant(7)), (X, tf.constant(0))]
-    eager = __import__("harness").run(make, calls, sliced=False)
-    under = __import__("harness").run(make, calls, sliced=True)
+    eager = run(make, calls, sliced=False)
+    under = run(make, calls, sliced=True)
     assert eager.log == under.log == ["after gather"] * 3
     assert np.array_equal(eager.variables["v"], under.variables["v"])
-    assert eager.results[2][:2] == under.results[2][:2] == ("raised", "InvalidArgumentError")
-    assert "indices = 7 is not in [0, 3)" in under.results[2][2]
-    line = make.__code__.co_firstlineno + 4
-    assert f"test_runtime.py:{line}" in under.results[2][2], under.results[2][2]
+    assert eager.results[2] == under.results[2]  # same type, same op error text
+    assert under.results[2][:2] == ("raised", "InvalidArgumentError")
+    assert "indices = 7 is not in [0, 3) [Op:GatherV2]" in under.results[2][2]
     assert under.target.stats()["graph_calls"] == 3
+    # the note names the user's line
+    line = make.__code__.co_firstlineno + 4
+    sliced = under.target
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        float(sliced(X, tf.constant(9)))
+    assert any(f"test_runtime.py:{line}" in note for note in info.value.__notes__)
 
 
 def heavy(x):
