@@ -9,16 +9,18 @@ from host.oracle import classify
 from slicer import ArgFact, Facts, Kind, Refusal, SlicePlan, slice_function
 
 
-def function(fn: Callable | None = None, *, profile_calls: int = 1):
+def function(fn: Callable | None = None, *, profile_calls: int = 1, adaptive: bool = True):
     """Slice `fn` into a host part and a TF part; use as `@gpe.function` or `@gpe.function()`.
 
     profile_calls: how many calls per argument signature run eagerly, observed, before
     the sliced version is built (their results are eager's).
+    adaptive: time the first sliced calls against the eager profile call and run the
+    function eagerly if that is faster (a tiny function costs less than gpe's crossing).
     """
     def wrap(f: Callable) -> SlicedFunction:
         if isinstance(f, SlicedFunction):
             return f
-        return SlicedFunction(f, profile_calls=profile_calls)
+        return SlicedFunction(f, profile_calls=profile_calls, adaptive=adaptive)
     return wrap(fn) if fn is not None else wrap
 
 

@@ -12,6 +12,7 @@ import builtins
 import inspect
 import logging
 import threading
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -29,6 +30,8 @@ log = logging.getLogger("gpe")
 
 MAX_VARIANTS = 16
 MAX_INT_VALUES = 4
+COMPARE_CALLS = 16  # sliced calls timed against the eager profile call
+WARM_CALLS = 2      # sliced calls before the timing starts
 
 
 class GpeWarning(UserWarning):
@@ -60,6 +63,9 @@ class Variant:
         self.part: Part | None = None
         self._registration: Registration | None = None
         self.host_fn = None
+        self.eager_s = float("inf")  # the profile call's time: what eager costs
+        self.timing: list | None = []  # start times of the first sliced calls (then None)
+        self.eager_faster = False
         # what the TF part captured when traced (held: their ids are in the call key)
         self.held = [signature.resolve(g, bound_values, owner.lookup) for g in plan.captures]
 
@@ -86,9 +92,11 @@ class SlicedFunction:
     with no TF work, or one that cannot be sliced, becomes plain Python for good, and
     fallbacks are logged rather than warned about."""
 
-    def __init__(self, fn: Callable, profile_calls: int = 1, auto: bool = False):
+    def __init__(self, fn: Callable, profile_calls: int = 1, auto: bool = False,
+                 adaptive: bool = True):
         self.fn = fn
         self.auto = auto
+        self.adaptive = adaptive  # run eagerly a variant that is slower sliced than eager
         self.plain = False  # auto mode: decided it is plain Python; calls go straight to fn
         self.profile_calls = max(1, profile_calls)
         self.signature = inspect.signature(fn)
@@ -126,6 +134,8 @@ class SlicedFunction:
         key = self._key(values)
         variant = self.variants.get(key)
         if variant is not None:
+            if variant.eager_faster:
+                return self._eager(args, kwargs)
             session = variant.session
             if not session.enter_call():
                 self._note(key, "called while another sliced call was running (nested, or "
@@ -133,16 +143,37 @@ class SlicedFunction:
                 return self._eager(args, kwargs)
             try:
                 stats.graph_calls += 1
-                return variant.host_fn(*args, **kwargs)
+                result = variant.host_fn(*args, **kwargs)
             except EntryGuardFailed as failed:  # raised before anything was sent
                 stats.graph_calls -= 1
                 self._note(key, str(failed))
                 return self._eager(args, kwargs)
             finally:
                 session.exit_call()
+            if variant.timing is not None:
+                self._compare_with_eager(key, variant)
+            return result
         if key in self.refused:
             return self._eager(args, kwargs)
         return self._first_calls(key, dict(values), args, kwargs)
+
+    def _compare_with_eager(self, key, variant: "Variant") -> None:
+        """Over its first sliced calls, time the variant (to the graph's completion): one
+        slower than the eager profile call runs eagerly from then on (gpe's per-call cost
+        can exceed a tiny function's whole eager cost)."""
+        timing = variant.timing
+        if len(timing) == WARM_CALLS:  # the graph's first runs (instantiation) are done
+            variant.session.fence()
+        timing.append(time.perf_counter())
+        if len(timing) <= WARM_CALLS + COMPARE_CALLS:
+            return
+        variant.session.fence()
+        sliced_s = (time.perf_counter() - timing[WARM_CALLS]) / COMPARE_CALLS
+        variant.timing = None
+        if sliced_s > variant.eager_s:
+            variant.eager_faster = True
+            self._note(key, f"eager is faster ({variant.eager_s * 1e6:.0f} us a call) than "
+                            f"sliced ({sliced_s * 1e6:.0f} us a call)")
 
     def _eager(self, args, kwargs):
         self.stats_.eager_calls += 1
@@ -210,13 +241,19 @@ class SlicedFunction:
         program = load(plan.profile_source, plan.profile_tree, self.fn, {"_gpe_obs": observe})
         self.stats_.profile_calls += 1
         self.stats_.eager_calls += 1
-        return program(*args, **kwargs), observed
+        start = time.perf_counter()
+        result = program(*args, **kwargs)
+        observed["seconds"] = time.perf_counter() - start
+        return result, observed
 
     def _build(self, key, plan: SlicePlan, values, runs) -> None:
         try:
             specs, layouts = _specs(plan, runs)
             variant = Variant(self, plan, {n: values[n] for n in plan.bound}, values)
             variant.build(specs, layouts)
+            variant.eager_s = min(run["seconds"] for run in runs)
+            if not self.adaptive:
+                variant.timing = None
         except (Unsendable, PartError, Refusal) as exc:
             self._refuse(key, str(exc))
             return

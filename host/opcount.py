@@ -13,7 +13,7 @@ from tensorflow.python import pywrap_tfe
 from tensorflow.python.eager import execute
 
 CHANNEL_OPS = frozenset({"QueueEnqueueV2", "QueueDequeueV2", "QueueCloseV2", "FIFOQueueV2",
-                         "DestroyResourceOp"})
+                         "QueueDequeueManyV2", "DestroyResourceOp"})
 """Ops gpe runs on the host to move values, and resource clean-up: not the user's TF work."""
 SINK_MARK = "gpe_sink"  # the sink program's function name contains this
 

@@ -48,7 +48,7 @@ def test_host_runs_ahead_of_graph_until_it_needs_a_value():
     def step(x):
         v.assign_add(tf.reduce_sum(x))
         return v.read_value()
-    sliced = gpe.function(step)
+    sliced = gpe.function(step, adaptive=False)  # this test is about the sliced path
     sliced(X)
     with eager_ops() as counts:
         results = [sliced(X) for _ in range(50)]  # no value is needed: nothing waits
@@ -61,7 +61,7 @@ def test_host_runs_ahead_of_graph_until_it_needs_a_value():
 def test_many_unread_values_do_not_fill_the_queue():
     def step(x):
         return x * 2.0
-    sliced = gpe.function(step)
+    sliced = gpe.function(step, adaptive=False)
     for _ in range(300):
         sliced(X)
     assert np.array_equal(sliced(X).numpy(), (X * 2.0).numpy())
