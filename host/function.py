@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import inspect
 import logging
+import statistics
 import threading
 import time
 import warnings
@@ -63,8 +64,9 @@ class Variant:
         self.part: Part | None = None
         self._registration: Registration | None = None
         self.host_fn = None
-        self.eager_s = float("inf")  # the profile call's time: what eager costs
         self.timing: list | None = []  # start times of the first sliced calls (then None)
+        self.sliced_s = 0.0
+        self.eager_runs: list | None = None  # eager call times, while measuring them
         self.eager_faster = False
         # what the TF part captured when traced (held: their ids are in the call key)
         self.held = [signature.resolve(g, bound_values, owner.lookup) for g in plan.captures]
@@ -136,6 +138,8 @@ class SlicedFunction:
         if variant is not None:
             if variant.eager_faster:
                 return self._eager(args, kwargs)
+            if variant.eager_runs is not None:  # measuring what eager costs
+                return self._time_eager(key, variant, args, kwargs)
             session = variant.session
             if not session.enter_call():
                 self._note(key, "called while another sliced call was running (nested, or "
@@ -158,9 +162,11 @@ class SlicedFunction:
         return self._first_calls(key, dict(values), args, kwargs)
 
     def _compare_with_eager(self, key, variant: "Variant") -> None:
-        """Over its first sliced calls, time the variant (to the graph's completion): one
-        slower than the eager profile call runs eagerly from then on (gpe's per-call cost
-        can exceed a tiny function's whole eager cost)."""
+        """Time COMPARE_CALLS sliced calls (to the graph's completion); the next
+        COMPARE_CALLS calls then run eagerly and are timed too (see __call__). A variant
+        that is faster eagerly (gpe's per-call cost can exceed a tiny function's whole
+        eager cost) runs eagerly from then on, and a function whose every variant does
+        becomes plain Python."""
         timing = variant.timing
         if len(timing) == WARM_CALLS:  # the graph's first runs (instantiation) are done
             variant.session.fence()
@@ -168,12 +174,24 @@ class SlicedFunction:
         if len(timing) <= WARM_CALLS + COMPARE_CALLS:
             return
         variant.session.fence()
-        sliced_s = (time.perf_counter() - timing[WARM_CALLS]) / COMPARE_CALLS
+        variant.sliced_s = (time.perf_counter() - timing[WARM_CALLS]) / COMPARE_CALLS
         variant.timing = None
-        if sliced_s > variant.eager_s:
-            variant.eager_faster = True
-            self._note(key, f"eager is faster ({variant.eager_s * 1e6:.0f} us a call) than "
-                            f"sliced ({sliced_s * 1e6:.0f} us a call)")
+        variant.eager_runs = []  # the next calls run eagerly, timed
+
+    def _time_eager(self, key, variant: "Variant", args, kwargs):
+        start = time.perf_counter()
+        try:
+            return self._eager(args, kwargs)
+        finally:
+            variant.eager_runs.append(time.perf_counter() - start)
+            if len(variant.eager_runs) >= COMPARE_CALLS:
+                eager_s = statistics.median(variant.eager_runs)
+                variant.eager_runs = None
+                if variant.sliced_s > eager_s:
+                    variant.eager_faster = True
+                    self._note(key, f"eager is faster ({eager_s * 1e6:.0f} us a call) than "
+                                    f"sliced ({variant.sliced_s * 1e6:.0f} us a call)")
+                    self.plain = all(v.eager_faster for v in self.variants.values())
 
     def _eager(self, args, kwargs):
         self.stats_.eager_calls += 1
@@ -241,17 +259,13 @@ class SlicedFunction:
         program = load(plan.profile_source, plan.profile_tree, self.fn, {"_gpe_obs": observe})
         self.stats_.profile_calls += 1
         self.stats_.eager_calls += 1
-        start = time.perf_counter()
-        result = program(*args, **kwargs)
-        observed["seconds"] = time.perf_counter() - start
-        return result, observed
+        return program(*args, **kwargs), observed
 
     def _build(self, key, plan: SlicePlan, values, runs) -> None:
         try:
             specs, layouts = _specs(plan, runs)
             variant = Variant(self, plan, {n: values[n] for n in plan.bound}, values)
             variant.build(specs, layouts)
-            variant.eager_s = min(run["seconds"] for run in runs)
             if not self.adaptive:
                 variant.timing = None
         except (Unsendable, PartError, Refusal) as exc:
