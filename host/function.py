@@ -145,6 +145,7 @@ class SlicedFunction:
                 self._note(key, "called while another sliced call was running (nested, or "
                                 "from another thread)")
                 return self._eager(args, kwargs)
+            start = time.perf_counter()
             try:
                 stats.graph_calls += 1
                 result = variant.host_fn(*args, **kwargs)
@@ -155,26 +156,28 @@ class SlicedFunction:
             finally:
                 session.exit_call()
             if variant.timing is not None:
-                self._compare_with_eager(key, variant)
+                self._compare_with_eager(variant, time.perf_counter() - start)
             return result
         if key in self.refused:
             return self._eager(args, kwargs)
         return self._first_calls(key, dict(values), args, kwargs)
 
-    def _compare_with_eager(self, key, variant: "Variant") -> None:
-        """Time COMPARE_CALLS sliced calls (to the graph's completion); the next
-        COMPARE_CALLS calls then run eagerly and are timed too (see __call__). A variant
-        that is faster eagerly (gpe's per-call cost can exceed a tiny function's whole
-        eager cost) runs eagerly from then on, and a function whose every variant does
-        becomes plain Python."""
+    def _compare_with_eager(self, variant: "Variant", seconds: float) -> None:
+        """Time COMPARE_CALLS sliced calls: the host's time inside them plus the wait for the
+        graph to finish them (work between calls overlaps the graph and is not counted).
+        The next COMPARE_CALLS calls then run eagerly and are timed too (_time_eager). A
+        variant faster eagerly (gpe's per-call cost can exceed a tiny function's whole eager
+        cost) runs eagerly from then on; a function whose every variant does becomes plain."""
         timing = variant.timing
+        timing.append(seconds)
         if len(timing) == WARM_CALLS:  # the graph's first runs (instantiation) are done
             variant.session.fence()
-        timing.append(time.perf_counter())
-        if len(timing) <= WARM_CALLS + COMPARE_CALLS:
+        if len(timing) < WARM_CALLS + COMPARE_CALLS:
             return
+        start = time.perf_counter()
         variant.session.fence()
-        variant.sliced_s = (time.perf_counter() - timing[WARM_CALLS]) / COMPARE_CALLS
+        total = sum(timing[WARM_CALLS:]) + time.perf_counter() - start
+        variant.sliced_s = total / COMPARE_CALLS
         variant.timing = None
         variant.eager_runs = []  # the next calls run eagerly, timed
 
@@ -190,7 +193,8 @@ class SlicedFunction:
                 if variant.sliced_s > eager_s:
                     variant.eager_faster = True
                     self._note(key, f"eager is faster ({eager_s * 1e6:.0f} us a call) than "
-                                    f"sliced ({variant.sliced_s * 1e6:.0f} us a call)")
+                                    f"sliced ({variant.sliced_s * 1e6:.0f} us a call)",
+                               warn=False)  # a choice for speed, not a failure: logged
                     self.plain = all(v.eager_faster for v in self.variants.values())
 
     def _eager(self, args, kwargs):
@@ -279,9 +283,9 @@ class SlicedFunction:
         self.refused[key] = reason
         self._note(key, reason)
 
-    def _note(self, key, reason: str) -> None:
+    def _note(self, key, reason: str, warn: bool = True) -> None:
         self.stats_.fallbacks[reason] = self.stats_.fallbacks.get(reason, 0) + 1
-        if self.auto:
+        if self.auto or not warn:
             log.info("%s runs eagerly: %s", self.__qualname__, reason)
         elif reason not in self.warned:
             self.warned.add(reason)

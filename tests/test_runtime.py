@@ -248,3 +248,25 @@ def test_entry_value_that_no_longer_fits_runs_that_call_eagerly():
     assert np.array_equal(sliced(X).numpy(), (X * 4.0).numpy())
     stats = sliced.stats()
     assert stats["graph_calls"] == 2 and stats["eager_calls"] == 2
+
+
+def test_a_function_faster_eagerly_becomes_plain_and_a_heavy_one_stays_sliced():
+    def tiny(x):
+        return x + 1.0
+
+    def heavy_step(x):
+        a = tf.tanh(tf.matmul(x, x))
+        b = tf.tanh(tf.matmul(a, a)) + tf.reduce_mean(a)
+        c = tf.nn.relu(tf.matmul(b, a) - 0.5) * tf.reduce_max(b)
+        d = tf.sigmoid(tf.matmul(c, b)) + tf.square(a) - tf.sqrt(tf.abs(c) + 1.0)
+        return tf.reduce_sum(tf.matmul(d, d))
+
+    small, medium = tf.constant(1.0), tf.ones([32, 32]) / 32
+    sliced_tiny, sliced_heavy = gpe.function(tiny), gpe.function(heavy_step)
+    for _ in range(40):
+        assert float(sliced_tiny(small)) == 2.0
+        assert float(sliced_heavy(medium)) == float(heavy_step(medium))
+    assert sliced_tiny.plain, sliced_tiny.stats()  # gpe's crossing costs more than x + 1
+    assert any("eager is faster" in r for r in sliced_tiny.stats()["fallbacks"])
+    heavy_stats = sliced_heavy.stats()
+    assert not sliced_heavy.plain and not heavy_stats["fallbacks"], heavy_stats["fallbacks"]
