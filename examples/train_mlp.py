@@ -69,7 +69,7 @@ def make_step(m, history):
     return train_step
 
 
-WARMUP = 10  # steps excluded from timing (tracing, profiling, first graph runs)
+WARMUP = 40  # steps not timed: tracing, profiling, first graph runs, gpe's eager comparison
 
 
 def train(mode: str, steps: int, data, report_every: int, quiet: bool = False,
