@@ -55,7 +55,6 @@ def _bench(args) -> int:
 
 
 def main(argv=None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
     parser = argparse.ArgumentParser(
         prog="gpe", description="Graph program extraction for imperative TensorFlow 2.")
     commands = parser.add_subparsers(dest="command", required=True)
