@@ -102,6 +102,10 @@ class SlicedFunction:
         self.plain = False  # auto mode: decided it is plain Python; calls go straight to fn
         self.profile_calls = max(1, profile_calls)
         self.signature = inspect.signature(fn)
+        params = list(self.signature.parameters.values())
+        # names of the parameters, when every one is plainly positional (else: bind)
+        self._positional = tuple(p.name for p in params) if all(
+            p.kind == p.POSITIONAL_OR_KEYWORD for p in params) else ()
         self.variants: dict[tuple, Variant] = {}
         self.profiles: dict[tuple, list] = {}
         self.refused: dict[tuple, str] = {}
@@ -127,12 +131,15 @@ class SlicedFunction:
             return self.fn(*args, **kwargs)
         stats = self.stats_
         stats.calls += 1
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError:
-            return self._eager(args, kwargs)  # eager raises the same TypeError
-        bound.apply_defaults()
-        values = bound.arguments
+        if not kwargs and len(args) == len(self._positional):  # the common case, fast
+            values = dict(zip(self._positional, args))
+        else:
+            try:
+                bound = self.signature.bind(*args, **kwargs)
+            except TypeError:
+                return self._eager(args, kwargs)  # eager raises the same TypeError
+            bound.apply_defaults()
+            values = bound.arguments
         key = self._key(values)
         variant = self.variants.get(key)
         if variant is not None:
