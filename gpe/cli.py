@@ -62,7 +62,8 @@ def main(argv=None) -> int:
         "explain", help="show where each line of a function runs and what crosses",
         description="Show, per source line of FUNCTION, whether it runs in the TF part, on "
                     "the host or on both, why, and which values cross in which direction. "
-                    "Arguments are assumed to be tensors.")
+                    "Arguments are assumed to be tensors. FILE is imported to find FUNCTION, "
+                    "so its top-level code runs.")
     explain.add_argument("target", metavar="FILE:FUNCTION",
                          help="a Python file and a function in it (Class.method works)")
     explain.set_defaults(run=_explain)
