@@ -7,7 +7,6 @@ no TF op of the user's may run eagerly on the host (its TF work ran in the graph
 import math
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from harness import Var, check
