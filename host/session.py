@@ -9,7 +9,6 @@ the host raises the error and the next call starts a fresh generation.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import gc
 import os
 import re
@@ -71,16 +70,9 @@ class Session:
     def exit_call(self) -> None:
         self._call_owner = None
 
-    @contextlib.contextmanager
-    def waiting(self, label: str):
+    def waiting(self, label: str) -> "_Waiting":
         """Around a host operation that may block on the graph (see host.watchdog)."""
-        waits, me = self.watchdog.waits, threading.get_ident()
-        waits[me] = (start := time.monotonic(), label)
-        try:
-            yield
-        finally:
-            waits.pop(me, None)
-            self.host_wait_s += time.monotonic() - start
+        return _Waiting(self, label)
 
     def measure_graph_time(self) -> tf.Variable:
         """From now on the sink times each part it runs (see tfprog.sink); returns the
@@ -275,6 +267,24 @@ class Session:
             self._close_queues()
             thread.join(CLOSE_TIMEOUT_S)
         self.thread = None
+
+
+class _Waiting:
+    """A host wait the watchdog can see; adds the time waited to session.host_wait_s (a class,
+    not a generator context manager: this is on every call's path)."""
+
+    __slots__ = ("session", "label", "start", "me")
+
+    def __init__(self, session: Session, label: str):
+        self.session, self.label = session, label
+
+    def __enter__(self):
+        self.me, self.start = threading.get_ident(), time.monotonic()
+        self.session.watchdog.waits[self.me] = (self.start, self.label)
+
+    def __exit__(self, *exc):
+        self.session.watchdog.waits.pop(self.me, None)
+        self.session.host_wait_s += time.monotonic() - self.start
 
 
 _session: Session | None = None
