@@ -5,15 +5,19 @@ Grappler's constant folding and arithmetic optimizer rewrite float arithmetic (e
 that need not round the same way, so a graph's results can differ from eager's in the
 last bits. gpe promises eager's results, so its TF parts and sink are traced and run with
 those three rewrites off (measured on the example: about 5% slower with the remapper off,
-within run-to-run noise). The setting is TensorFlow's per-thread function-call options: it
+within run-to-run noise), and AddN traced as ordered adds (see _install_ordered_add_n). The setting is TensorFlow's per-thread function-call options: it
 applies to what gpe traces and to the sink thread, and to nothing else in the program.
 """
 from __future__ import annotations
 
 import contextlib
+import threading
+
+import tensorflow as tf
 
 from tensorflow.core.protobuf import rewriter_config_pb2
 from tensorflow.python.eager import context
+from tensorflow.python.ops import gen_math_ops
 
 _VALUE_CHANGING = ("constant_folding", "arithmetic_optimization", "remapping")
 
@@ -26,16 +30,49 @@ def _options() -> context.FunctionCallOptions:
     return context.FunctionCallOptions(config_proto=config)
 
 
+_tracing = threading.local()
+
+
 @contextlib.contextmanager
 def exact_arithmetic():
     """Within the block, functions traced or called on this thread keep eager's arithmetic."""
     ctx = context.context()
     previous = ctx.function_call_options
     ctx.function_call_options = _options()
+    _install_ordered_add_n()
+    depth = getattr(_tracing, "depth", 0)
+    _tracing.depth = depth + 1
     try:
         yield
     finally:
+        _tracing.depth = depth
         ctx.function_call_options = previous
+
+
+_original_add_n = None
+
+
+def _install_ordered_add_n() -> None:
+    """AddN sums its inputs in order, except that in a graph it may reuse the buffer of any
+    input that nothing else holds and then adds that one first: results can change in the
+    last bit from run to run (eagerly the inputs are held by Python, so the order holds).
+    Gradient aggregation uses it too. While gpe traces a TF part, an AddN becomes the same
+    sums, left to right, as binary adds."""
+    global _original_add_n
+    if _original_add_n is not None:
+        return
+    _original_add_n = gen_math_ops.add_n
+
+    def add_n(inputs, name=None):
+        if getattr(_tracing, "depth", 0) == 0 or context.executing_eagerly() or \
+                len(inputs) < 2 or not all(isinstance(t, tf.Tensor) for t in inputs):
+            return _original_add_n(inputs, name=name)
+        total = inputs[0]
+        for tensor in inputs[1:]:
+            total = gen_math_ops.add_v2(total, tensor)
+        return tf.identity(total, name=name)
+
+    gen_math_ops.add_n = add_n
 
 
 def use_exact_arithmetic_on_this_thread() -> None:
