@@ -39,5 +39,4 @@ def _fenced(method, session):
         if session.in_flight() and context.executing_eagerly():
             session.fence()
         return method(self, *args, **kwargs)
-    wrapper._gpe_fenced = True
     return wrapper

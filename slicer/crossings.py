@@ -53,7 +53,6 @@ class _Crossings:
         self.on_tf: set[str] = set()    # names whose current value the TF part has
         self.on_host: set[str] = set()  # names whose current value the host has
         self.entry: list[str] = []
-        self.pending_gate: list[str] = []
         self.host_work = False
         # a host statement since the last gate may change TF state or leave the function:
         # the next TF statement waits for the host

@@ -80,4 +80,3 @@ class Facts:
     classify: Callable[[Any], Kind]
     objects: Mapping[str, Any] = field(default_factory=dict)  # values of object arguments
     assumed: str = ""  # human-readable note of what was assumed (for explain)
-    extra: Mapping[str, Any] = field(default_factory=dict)

@@ -42,10 +42,6 @@ def static_value(node: gast.AST, parsed: Parsed) -> Any:
     return MISSING
 
 
-def is_tf(node: gast.AST) -> bool:
-    return anno.get(node, Key.KIND) in TF_KINDS
-
-
 class _Inferer:
     def __init__(self, parsed: Parsed, facts: Facts, env: dict[str, Kind]):
         self.parsed, self.facts, self.env = parsed, facts, env

@@ -111,7 +111,6 @@ class _TraceRuntime:
         self.callees: dict = {}
         self.waits: set[int] = set()
         self.unchecked: list = []  # ops that can fail at run time, not yet waited for
-        self.seen_ops = 0
 
     @contextlib.contextmanager
     def line(self, lineno: int, effect: bool):
