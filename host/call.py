@@ -57,16 +57,23 @@ def _describe(value) -> str:
 
 
 class Runtime:
-    """`_gpe_rt` of one variant's host code."""
+    """`_gpe_rt` of one variant's host code. The host code names each place it uses a
+    channel by a site number (plan.sites gives the channel)."""
 
     def __init__(self, variant):
         self.variant = variant
         plan = variant.plan
-        self.op_pos = {k: i for i, k in enumerate(plan.host_ops)}
-        self.entry = next((c.index for c in plan.channels if c.kind == ChannelKind.ENTRY), None)
+        self.sites = plan.sites
+        first = plan.channel(plan.sites[0]) if plan.sites else None
+        self.entry = first.index if first is not None and first.kind == ChannelKind.ENTRY else None
         self.waits = variant.part.waits
         self.start_pos = 0 if self.entry is not None else -1  # begin sends the entry
-        self.last_pos = len(plan.host_ops) - 1
+        # where the host leaves a call: (channels to drain, (channel to cancel, kind) or None)
+        self.routes = tuple(
+            (tuple(k for k in drains if plan.channel(k).kind != ChannelKind.CHECK
+                   or k in self.waits),
+             None if cancel is None else (cancel, plan.channel(cancel).kind))
+            for drains, cancel in plan.routes)
 
     def begin(self, entry_values) -> "CallContext":
         """Start a call: check and convert the entry values first, so that a mismatch
@@ -90,49 +97,58 @@ class Runtime:
         return CallContext(self, registration)
 
 
+_FLAGS = {value: np.int32(value) for value in (1, 0, -1)}
+
+
 class CallContext:
     __slots__ = ("rt", "channels", "pos")
 
     def __init__(self, rt: Runtime, registration):
-        # pos: where the host program is, as an index into plan.host_ops
+        # pos: the last site the host program used (an index into plan.sites)
         self.rt, self.channels, self.pos = rt, registration.channels, rt.start_pos
 
-    def recv(self, k: int):
-        self.pos = self.rt.op_pos[k]
-        return self.channels[k].recv()
+    def recv(self, site: int):
+        self.pos = site
+        return self.channels[self.rt.sites[site]].recv()
 
-    def gate(self, k: int, values) -> None:
-        self.pos = self.rt.op_pos[k]
-        channel = self.channels[k]
+    def gate(self, site: int, values) -> None:
+        self.pos = site
+        channel = self.channels[self.rt.sites[site]]
         components = to_components(values, channel.specs, channel.layouts, channel.label)
         channel.send([_true()] + components)
 
-    def barrier(self, k: int) -> None:
-        self.pos = self.rt.op_pos[k]
-        self.channels[k].wait()
+    def flag(self, site: int, value: int) -> None:
+        """Tell the TF part about a loop iteration or the branch taken (see ChannelKind)."""
+        self.pos = site
+        self.channels[self.rt.sites[site]].send([_FLAGS[value]])
 
-    def check(self, k: int) -> None:
-        self.pos = self.rt.op_pos[k]
+    def barrier(self, site: int) -> None:
+        self.pos = site
+        self.channels[self.rt.sites[site]].wait()
+
+    def check(self, site: int) -> None:
+        self.pos = site
+        k = self.rt.sites[site]
         if k in self.rt.waits:
             self.channels[k].wait()
 
     def finish(self) -> None:
         """The host function is leaving (returned, early or not, or raised): cancel what is
         left of this call's TF part. Nothing to do when the host program ran to its end."""
-        if self.pos == self.rt.last_pos:
+        drains, cancel = self.rt.routes[self.pos]
+        if not drains and cancel is None:
             return
-        plan = self.rt.variant.plan
         try:
-            for k in plan.host_ops[self.pos + 1:]:
-                kind = plan.channel(k).kind
+            for k in drains:
+                self.channels[k].recv()  # dropped: dequeued, in order, when the next is needed
+            if cancel is not None:
+                k, kind = cancel
                 channel = self.channels[k]
                 if kind == ChannelKind.GATE:
-                    flag = tf.constant(False)
-                    channel.send([flag] + [tf.zeros([], s.dtype) for s in channel.specs])
-                    return
-                if kind in (ChannelKind.OUTPUT, ChannelKind.BARRIER) or (
-                        kind == ChannelKind.CHECK and k in self.rt.waits):
-                    channel.recv()  # dropped: dequeued, in order, when the next is needed
+                    channel.send([tf.constant(False)] + [tf.zeros([], s.dtype)
+                                                         for s in channel.specs])
+                else:
+                    channel.send([_FLAGS[-1]])
         except Exception:  # the session failed: nothing is left to cancel
             pass
 

@@ -3,7 +3,9 @@
 `resolve(node)` sets `Key.READS` and `Key.WRITES` (frozensets of names) on every
 top-level statement of a function body and inside TF `with` blocks (for such a `with`
 itself they cover its items only). A compound statement the host runs whole (`if`,
-`for`, a host `with`...) gets the names of its whole body. Needs kinds.resolve first.
+`for`, a host `with`...) gets the names of its whole body, and the statements of a
+`for`, `while` or `if` body get their own too (the TF part may follow those).
+Needs kinds.resolve first.
 """
 from __future__ import annotations
 
@@ -27,6 +29,9 @@ def _statement(stmt: gast.stmt) -> None:
             _statement(child)
     else:
         parts = [stmt]
+        if isinstance(stmt, (gast.For, gast.While, gast.If)):
+            for child in stmt.body + stmt.orelse:
+                _statement(child)
     reads: set[str] = set()
     writes: set[str] = set()
     for part in parts:

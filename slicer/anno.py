@@ -35,6 +35,10 @@ class Key(enum.Enum):
     CHECK = ("bool: before this host statement the host waits for the TF work before it if "
              "that work can fail at run time (known once the TF part is built)")
     EXITS = "bool: a host statement that may return from the function (e.g. an `if` with `return`)"
+    MIRROR = ("bool: a `for`, `while` or `if` the host decides whose body holds TF work: the TF "
+              "part follows it (a while_loop told each iteration, a cond told the branch)")
+    CARRIED = ("tuple of names on a MIRROR statement: TF values it rebinds that exist before "
+               "it (the TF part's loop variables, or the outputs of its branches)")
 
 
 def get(node: Any, key: Key, default: Any = None) -> Any:

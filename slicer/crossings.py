@@ -18,6 +18,8 @@ definition. Needs placement.resolve first.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import gast
 
 from slicer import anno
@@ -26,7 +28,7 @@ from slicer.errors import Refusal
 from slicer.facts import TF_KINDS, Facts, Kind
 from slicer.hoist import is_tf_with
 from slicer.parser import MISSING, Parsed
-from slicer.placement import Place
+from slicer.placement import Place, mirrored_statements
 
 _HOST, _TF, _BOTH = "host", "tf", "both"
 
@@ -44,43 +46,62 @@ def flat_statements(stmts: list[gast.stmt]):
             yield from flat_statements(stmt.body)
 
 
+_LOST = "lost"  # bound by TF work inside a MIRROR statement the TF part does not carry out
+
+
+@dataclass
+class _State:
+    """Where values are at one point of the function (see _Crossings)."""
+
+    side: dict = field(default_factory=dict)     # name -> side of its current definition
+    defs: dict = field(default_factory=dict)     # name -> statements that may have defined it
+    on_tf: set = field(default_factory=set)      # names whose current value the TF part has
+    on_host: set = field(default_factory=set)    # names whose current value the host has
+    host_work: bool = False   # host work since the TF part last waited for the host
+    # a host statement since the last gate may change TF state or leave the function:
+    # the next TF statement waits for the host
+    state_touched: bool = False
+    tf_since_check: bool = False
+    gate: gast.stmt | None = None  # where the TF part last waited for the host (None: entry)
+
+    def copy(self) -> "_State":
+        return _State(dict(self.side), dict(self.defs), set(self.on_tf), set(self.on_host),
+                      self.host_work, self.state_touched, self.tf_since_check, self.gate)
+
+
 class _Crossings:
     def __init__(self, parsed: Parsed, facts: Facts):
         self.parsed, self.facts = parsed, facts
-        # where the current definition of each local lives, and the statement defining it
-        self.side: dict[str, str] = {}
-        self.def_stmt: dict[str, gast.stmt | None] = {}
-        self.on_tf: set[str] = set()    # names whose current value the TF part has
-        self.on_host: set[str] = set()  # names whose current value the host has
         self.entry: list[str] = []
-        self.host_work = False
-        # a host statement since the last gate may change TF state or leave the function:
-        # the next TF statement waits for the host
-        self.state_touched = False
-        self.tf_since_check = False
+        self.s = _State()
         for name, fact in facts.args.items():
-            self.side[name], self.def_stmt[name] = _HOST, None
-            self.on_host.add(name)
+            self.s.side[name], self.s.defs[name] = _HOST, ()
+            self.s.on_host.add(name)
             if fact.constant:
-                self.on_tf.add(name)
+                self.s.on_tf.add(name)
 
     def run(self) -> None:
-        for stmt in flat_statements(self.parsed.node.body):
+        self.block(self.parsed.node.body)
+        anno.set(self.parsed.node, Key.ENTRY, tuple(self.entry))
+
+    def block(self, stmts: list[gast.stmt]) -> None:
+        for stmt in flat_statements(stmts):
             place = anno.get(stmt, Key.PLACE)
-            if place == Place.TF:
+            if anno.get(stmt, Key.MIRROR):
+                self._mirror(stmt)
+            elif place == Place.TF:
                 self._tf(stmt)
             elif place == Place.HOST:
                 self._host(stmt)
             else:
                 self._define(stmt, _BOTH)
-        anno.set(self.parsed.node, Key.ENTRY, tuple(self.entry))
 
     def _tf(self, stmt: gast.stmt) -> None:
-        needed = [n for n in sorted(anno.get(stmt, Key.READS)) if self._needs_send(n, stmt)]
-        if needed and not self.host_work:
-            self.entry.extend(n for n in needed if n not in self.entry)
-        gate_here = self.host_work and (needed or anno.get(stmt, Key.EFFECT)
-                                        or self.state_touched)
+        s = self.s
+        needed = self._sends(anno.get(stmt, Key.READS), stmt)
+        if needed and not s.host_work:
+            self._send_earlier(needed)
+        gate_here = s.host_work and (needed or anno.get(stmt, Key.EFFECT) or s.state_touched)
         if gate_here:
             if _inside_with(self.parsed.node, stmt):
                 raise Refusal("unsupported-order",
@@ -88,55 +109,188 @@ class _Crossings:
                               "that must wait for it", "move the host work out of the block",
                               self.parsed.filename, stmt.lineno)
             anno.set(stmt, Key.GATE, tuple(needed))
-            self.host_work = self.state_touched = False
-        self.on_tf.update(needed)
-        self.tf_since_check = True
+            s.host_work = s.state_touched = False
+            s.gate = stmt
+        s.on_tf.update(needed)
+        s.tf_since_check = True
         self._define(stmt, _TF)
 
-    def _needs_send(self, name: str, stmt: gast.stmt) -> bool:
-        if name in self.on_tf:
+    def _send_earlier(self, names: list[str]) -> None:
+        """No host work since the TF part last waited: the values go with that wait (the
+        call's entry, or the last gate)."""
+        if self.s.gate is None:
+            self.entry.extend(n for n in names if n not in self.entry)
+        else:
+            sent = anno.get(self.s.gate, Key.GATE)
+            anno.set(self.s.gate, Key.GATE, sent + tuple(n for n in names if n not in sent))
+
+    def _sends(self, names, stmt: gast.stmt) -> list[str]:
+        """The names among `names` the host must send for the TF part to read them (a value
+        only the TF part computed, on a path the TF part does not carry, comes to the host
+        first)."""
+        needed = [n for n in sorted(names) if self._needs_send(n)]
+        self._to_host([n for n in needed if n not in self.s.on_host], stmt)
+        return needed
+
+    def _needs_send(self, name: str) -> bool:
+        s = self.s
+        if name in s.on_tf:
             return False
-        if name in self.side:
-            if self.side[name] == _TF:
-                return False
-            return True
+        if name in s.side:
+            return s.side[name] != _TF
         obj = self.parsed.lookup(name)  # a global or closure name
         return isinstance(obj, (bool, int, float)) or (
             obj is not MISSING and self.facts.classify(obj) == Kind.HOST_DATA
             and not isinstance(obj, (str, type(None))))
 
     def _host(self, stmt: gast.stmt) -> None:
+        self._host_order(stmt)
+        self._to_host(sorted(anno.get(stmt, Key.READS)), stmt)
+        if not _trivial(stmt):
+            self.s.host_work = True
+        self._define(stmt, _HOST)
+
+    def _host_order(self, stmt: gast.stmt) -> None:
+        """Barrier and check before a host statement (see the module docstring)."""
+        s = self.s
         if anno.get(stmt, Key.SYNC):
             anno.set(stmt, Key.BARRIER, True)
-            self.state_touched = True
+            s.state_touched = True
         elif anno.get(stmt, Key.EXITS):
-            self.state_touched = True  # TF work after it runs only if the host gets there
-        elif self.tf_since_check and not _trivial(stmt):
+            s.state_touched = True  # TF work after it runs only if the host gets there
+        elif s.tf_since_check and not _trivial(stmt):
             anno.set(stmt, Key.CHECK, True)
         if not _trivial(stmt):
-            self.tf_since_check = False
-        for name in sorted(anno.get(stmt, Key.READS)):
-            if self.side.get(name) == _TF and name not in self.on_host:
-                definer = self.def_stmt[name]
+            s.tf_since_check = False
+
+    def _to_host(self, names, stmt: gast.stmt) -> None:
+        """The host reads `names` at `stmt`: each TF statement that may have defined one the
+        host does not hold sends it to the host right after it runs."""
+        s = self.s
+        for name in names:
+            if name in s.on_host:
+                continue
+            definers = [d for d in s.defs.get(name, ()) if d is not None
+                        and anno.get(d, Key.PLACE) == Place.TF and not anno.get(d, Key.MIRROR)]
+            for definer in definers:
                 if isinstance(definer, gast.For) and _bound_by_loop(definer, name):
                     raise Refusal("unsupported-order", f"`{name}` is set by a loop the TF part "
                                   "unrolls, and read on the host after it", "",
                                   self.parsed.filename, stmt.lineno)
-                anno.set(definer, Key.OUTPUTS, anno.get(definer, Key.OUTPUTS, ()) + (name,))
-                self.on_host.add(name)
-        if not _trivial(stmt):
-            self.host_work = True
-        self._define(stmt, _HOST)
+                outputs = anno.get(definer, Key.OUTPUTS, ())
+                if name not in outputs:
+                    anno.set(definer, Key.OUTPUTS, outputs + (name,))
+            if definers:
+                s.on_host.add(name)
 
     def _define(self, stmt: gast.stmt, side: str) -> None:
+        s = self.s
         for name in anno.get(stmt, Key.WRITES, ()):
-            self.side[name], self.def_stmt[name] = side, stmt
-            self.on_tf.discard(name)
-            self.on_host.discard(name)
+            s.side[name], s.defs[name] = side, (stmt,)
+            s.on_tf.discard(name)
+            s.on_host.discard(name)
             if side in (_TF, _BOTH):
-                self.on_tf.add(name)
+                s.on_tf.add(name)
             if side in (_HOST, _BOTH):
-                self.on_host.add(name)
+                s.on_host.add(name)
+
+    # statements the TF part follows ------------------------------------------------
+    def _mirror(self, stmt: gast.stmt) -> None:
+        """Before it: the host sends what the TF part reads inside and does not compute
+        there (and the starting values of what it rebinds). Inside: each block starts after
+        a host decision. After it: a value bound by TF work inside is where the TF part
+        left it if it existed before (carried: a loop variable or a branch output), else
+        only the host can have it (it comes to the host from where it was computed)."""
+        s = self.s
+        inner = list(mirrored_statements(stmt))
+        tf_stmts = [c for c in inner if anno.get(c, Key.PLACE) == Place.TF]
+        tf_writes = {n for c in tf_stmts for n in anno.get(c, Key.WRITES, ())}
+        host_writes = {n for c in inner if anno.get(c, Key.PLACE) != Place.TF
+                       and not anno.get(c, Key.MIRROR) for n in anno.get(c, Key.WRITES, ())}
+        if isinstance(stmt, gast.For):
+            host_writes |= {n.id for n in gast.walk(stmt.target) if isinstance(n, gast.Name)}
+        tf_reads = {n for c in tf_stmts for n in anno.get(c, Key.READS, ())}
+        self._host_order(stmt)
+        carried = tuple(sorted(n for n in tf_writes if s.side.get(n, _LOST) != _LOST))
+        send = self._sends(set(carried) | (tf_reads - tf_writes - host_writes), stmt)
+        if send and s.host_work:
+            anno.set(stmt, Key.GATE, tuple(send))
+            s.host_work = s.state_touched = False
+            s.gate = stmt
+        elif send:
+            self._send_earlier(send)
+        s.on_tf.update(send)
+        anno.set(stmt, Key.CARRIED, carried)
+        header = stmt.test if isinstance(stmt, (gast.If, gast.While)) else stmt.iter
+        header_reads = {n.id for n in gast.walk(header) if isinstance(n, gast.Name)
+                        and isinstance(n.ctx, gast.Load)}
+        if isinstance(stmt, gast.If):
+            self._to_host(sorted(header_reads), stmt)
+            before, ends = s.copy(), []
+            for branch in (stmt.body, stmt.orelse):
+                self.s = before.copy()
+                self._enter_block()
+                self.block(branch)
+                ends.append(self.s)
+            self.s = _merge(ends)
+            for name in carried:
+                self.s.side[name] = _TF
+                self.s.on_tf.add(name)
+        else:
+            if isinstance(stmt, gast.For):
+                self._to_host(sorted(header_reads), stmt)
+            self._rebind(stmt, tf_writes, host_writes, carried, tf_stmts)
+            if isinstance(stmt, gast.While):
+                self._to_host(sorted(header_reads), stmt)
+            self._enter_block()
+            touched = self.s.state_touched
+            self.block(stmt.body)
+            touched = self.s.state_touched or touched
+            self._rebind(stmt, tf_writes, host_writes, carried, tf_stmts)
+            self.s.state_touched = touched
+        self._rebind_lost(tf_writes, carried)
+        self.s.host_work = True
+        self.s.tf_since_check = self.s.tf_since_check or bool(tf_stmts)
+
+    def _enter_block(self) -> None:
+        """A block the TF part enters once the host has decided to (host work came first)."""
+        self.s.host_work, self.s.state_touched = True, False
+
+    def _rebind(self, stmt, tf_writes, host_writes, carried, tf_stmts) -> None:
+        """Where the names a loop rebinds are at the start of an iteration, and after it:
+        from before the loop or from the end of an iteration."""
+        s = self.s
+        for name in host_writes:
+            s.side[name], s.defs[name] = _HOST, s.defs.get(name, ()) + (stmt,)
+            s.on_host.add(name)
+            s.on_tf.discard(name)
+        for name in tf_writes:
+            body_defs = tuple(c for c in tf_stmts if name in anno.get(c, Key.WRITES, ()))
+            s.defs[name] = tuple(dict.fromkeys(s.defs.get(name, ()) + body_defs))
+            s.side[name] = _TF if name in carried else _LOST
+            s.on_host.discard(name)
+            (s.on_tf.add if name in carried else s.on_tf.discard)(name)
+
+    def _rebind_lost(self, tf_writes, carried) -> None:
+        for name in tf_writes - set(carried):
+            self.s.side[name] = _LOST
+            self.s.on_tf.discard(name)
+
+
+def _merge(ends: list[_State]) -> _State:
+    """The state after an `if` whose branches ended in `ends` (carried names are set by
+    the caller)."""
+    out = _State()
+    for name in set().union(*(e.side for e in ends)):
+        sides = {e.side.get(name, _LOST) for e in ends}
+        out.side[name] = sides.pop() if len(sides) == 1 else _LOST
+        out.defs[name] = tuple(dict.fromkeys(d for e in ends for d in e.defs.get(name, ())))
+    out.on_tf = set.intersection(*(e.on_tf for e in ends))
+    out.on_host = set.intersection(*(e.on_host for e in ends))
+    out.host_work = True
+    out.state_touched = any(e.state_touched for e in ends)
+    out.tf_since_check = any(e.tf_since_check for e in ends)
+    return out
 
 
 def _bound_by_loop(loop: gast.For, name: str) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from dataclasses import dataclass, field
 
 import gast
 
@@ -39,8 +40,9 @@ def _gpe_factory(__params__):
 TF_FACTORY = """
 def _gpe_factory(__params__):
     def _gpe_tf(_gpe_q):
-        __body__
-        return _gpe_rt.done()
+        def _gpe_main():
+            __body__
+        return _gpe_rt.done(_gpe_main())
     return _gpe_tf
 """
 
@@ -51,11 +53,21 @@ def _gpe_factory(__params__):
     return __name__
 """
 
-SEGMENT = """
-def __seg__(__args__):
-    __body__
-    return _gpe_rt.done()
+FUNCTION = """
+def __name__(__args__):
+    pass
 """
+
+
+@dataclass(eq=False)
+class _Block:
+    """A block of the host program, for the cancel routes: its entries are sites (ints)
+    and the MIRROR statements in it (`_Block`s of kind "loop" or "if", holding theirs)."""
+
+    kind: str                           # "top", "loop" (a loop body), "branch", "if"
+    channel: int | None = None          # the flag channel of a loop body or an `if`
+    parent: "_Block | None" = None
+    entries: list = field(default_factory=list)
 
 
 def transform(parsed: Parsed, facts: Facts) -> SlicePlan:
@@ -70,11 +82,11 @@ class _Partition:
     def __init__(self, parsed: Parsed, facts: Facts):
         self.parsed, self.facts = parsed, facts
         self.channels: list[Channel] = []
-        self.host_ops: list[int] = []
-        self.host: list[gast.stmt] = []
-        self.profile: list[gast.stmt] = []
+        self.sites: list[int] = []   # the channel of each place the host program uses one
+        self.where: list[tuple[_Block, int]] = []  # each site's block and index in it
+        self.top = self.current = _Block("top")
+        self.host: list[gast.stmt] = []  # the host block being written
         self.lines: list[LineReport] = []
-        self.segments: list[tuple[gast.FunctionDef, tuple[str, ...]]] = []
         self.profile_entry: list[gast.stmt] = []
         self.profile_before: dict[int, list[gast.stmt]] = {}
 
@@ -82,6 +94,13 @@ class _Partition:
         index = len(self.channels)
         self.channels.append(Channel(index, kind, names, lineno))
         return index
+
+    def site(self, channel: int) -> int:
+        """A new place where the host program uses `channel` (in the current block)."""
+        self.where.append((self.current, len(self.current.entries)))
+        self.current.entries.append(len(self.sites))
+        self.sites.append(channel)
+        return len(self.sites) - 1
 
     def run(self) -> SlicePlan:
         fn = self.parsed.node
@@ -93,18 +112,16 @@ class _Partition:
         entry_tuple = _tuple(entry)
         if entry:
             k = self.channel(ChannelKind.ENTRY, entry, fn.lineno)
-            self.host_ops.append(k)
+            self.site(k)
             tf_body += templates.replace(f"__t__ = _gpe_rt.entry(_gpe_q, {k})",
                                          __t__=_tuple(entry, store=True))
             self.profile_entry = templates.replace(f"_gpe_obs({k}, __v__)", __v__=entry_tuple)
             self.lines.append(LineReport(fn.lineno, "host", "call starts", "(arguments)",
                                          (f"in: {', '.join(entry)} (host->TF when the call "
                                           "starts)",)))
-        tf_body += self.block(fn.body)
-        self._close_segments(tf_body)
-        self.profile = list(self.profile_entry)
-        for stmt in fn.body:
-            self.profile += self.profile_before.get(id(stmt), []) + [stmt]
+        tf_body += self.block(fn.body, ())
+        _declare_nonlocals(tf_body, frozenset(_bound(tf_body)))
+        profile = self.profile_entry + self._observed(fn.body)
         declarations = [s for s in self.host if isinstance(s, (gast.Global, gast.Nonlocal))]
         body = [s for s in self.host if not isinstance(s, (gast.Global, gast.Nonlocal))]
         host_source, host_tree = self._factory(HOST_FACTORY, ["_gpe_rt"], body,
@@ -112,19 +129,24 @@ class _Partition:
                                                __declarations__=declarations)
         tf_source, _ = self._factory(TF_FACTORY, ["_gpe_rt", "_gpe_k"], tf_body)
         profile_source, profile_tree = self._factory(PROFILE_FACTORY, ["_gpe_obs"],
-                                                     self.profile, with_args=True)
+                                                     profile, with_args=True)
         return SlicePlan(
             name=fn.name, qualname=self.parsed.fn.__qualname__,
             filename=self.parsed.filename, lineno=fn.lineno,
             host_source=host_source, tf_source=tf_source, profile_source=profile_source,
             host_tree=host_tree, profile_tree=profile_tree, captures=self._captures(tf_body),
-            channels=tuple(self.channels), host_ops=tuple(self.host_ops), bound=bound,
+            channels=tuple(self.channels), sites=tuple(self.sites), routes=self._routes(),
+            bound=bound,
             lines=tuple(self.lines), assumptions=(self.facts.assumed,) if self.facts.assumed
             else ())
 
     # walking the body ---------------------------------------------------------------
-    def block(self, stmts: list[gast.stmt]) -> list[gast.stmt]:
-        """Emit `stmts`; returns the TF statements for the list that was current."""
+    def block(self, stmts: list[gast.stmt], carried: tuple[str, ...] | None
+              ) -> list[gast.stmt]:
+        """Emit `stmts` into the current host block; returns their TF statements. Unless
+        `carried` is None (a TF `with` body), the TF statements end by returning
+        `_gpe_rt.end(carried)`: (still going, the carried names' values); the rest of a
+        block after a place where the host may cancel it is nested in a function."""
         out: list[gast.stmt] = []
         target = out
         for stmt in stmts:
@@ -133,58 +155,130 @@ class _Partition:
             if isinstance(stmt, gast.With) and place == Place.TF:
                 header = copy.copy(stmt)
                 self._report(stmt, crossing)
-                header.body = self.block(stmt.body) or [gast.Pass()]
+                header.body = self.block(stmt.body, None) or [gast.Pass()]
                 target.append(_in_line_scope(header))
                 continue
-            if place == Place.TF:
-                target = self._tf_statement(stmt, target, crossing)
+            if anno.get(stmt, Key.MIRROR):
+                target = self._mirror(stmt, target, carried, crossing)
+            elif place == Place.TF:
+                target = self._tf_statement(stmt, target, carried, crossing)
             elif place == Place.HOST:
-                self._host_statement(stmt, target, crossing)
+                self._host_order(stmt, target)
+                self.host.append(stmt)
             else:
                 target.append(stmt)
                 self.host.append(stmt)
-            self._report(stmt, crossing)
+            if not anno.get(stmt, Key.MIRROR):
+                self._report(stmt, crossing)
+        if carried is not None:
+            target += templates.replace("return _gpe_rt.end(__c__)", __c__=_tuple(carried))
         return out
 
-    def _tf_statement(self, stmt, target, crossing):
+    def _gate(self, stmt, names, target, carried, crossing):
+        """The TF part waits here for the host (and receives `names`); the rest of the
+        block is nested in a function it runs only if the host says go on."""
+        k = self.channel(ChannelKind.GATE, names, stmt.lineno)
+        site = self.site(k)
+        self.host += templates.replace(f"_gpe_c.gate({site}, __v__)", __v__=_tuple(names))
+        self.profile_before[id(stmt)] = templates.replace(f"_gpe_obs({k}, __v__)",
+                                                          __v__=_tuple(names))
+        seg = _function(f"_gpe_seg{k}", names)
+        target += [seg] + templates.replace(
+            f"return _gpe_rt.gate(_gpe_q, {k}, _gpe_seg{k}, __c__)", __c__=_tuple(carried))
+        crossing.append("waits for the host to get here" + (
+            f"; in: {', '.join(names)} (host->TF)" if names else ""))
+        return seg.body
+
+    def _tf_statement(self, stmt, target, carried, crossing):
         gate = anno.get(stmt, Key.GATE)
         if gate is not None:
-            k = self.channel(ChannelKind.GATE, gate, stmt.lineno)
-            self.host_ops.append(k)
-            self.host += templates.replace(f"_gpe_c.gate({k}, __v__)", __v__=_tuple(gate))
-            self.profile_before[id(stmt)] = templates.replace(f"_gpe_obs({k}, __v__)",
-                                                              __v__=_tuple(gate))
-            (seg,) = templates.replace(SEGMENT, __seg__=f"_gpe_seg{k}",
-                                       __args__=_arguments(gate), __body__=[])
-            seg.body = seg.body[:-1]
-            self.segments.append((seg, gate))
-            target += [seg] + templates.replace(f"_gpe_rt.gate(_gpe_q, {k}, _gpe_seg{k})")
-            target = seg.body
-            crossing.append("waits for the host to get here" + (
-                f"; in: {', '.join(gate)} (host->TF)" if gate else ""))
+            target = self._gate(stmt, gate, target, carried, crossing)
         target.append(_in_line_scope(_tf_calls(stmt)))
-        for name in anno.get(stmt, Key.OUTPUTS, ()):
-            k = self.channel(ChannelKind.OUTPUT, (name,), stmt.lineno)
-            self.host_ops.append(k)
-            target += templates.replace(f"_gpe_rt.output(_gpe_q, {k}, n)", n=name)
-            self.host += templates.replace(f"n = _gpe_c.recv({k})",
-                                           n=templates.name(name, store=True))
-            crossing.append(f"out: {name} (TF->host)")
+        self._outputs(stmt, target, crossing)
         return target
 
-    def _host_statement(self, stmt, target, crossing):
+    def _outputs(self, stmt, target, crossing) -> None:
+        for name in anno.get(stmt, Key.OUTPUTS, ()):
+            k = self.channel(ChannelKind.OUTPUT, (name,), stmt.lineno)
+            site = self.site(k)
+            target += templates.replace(f"_gpe_rt.output(_gpe_q, {k}, n)", n=name)
+            self.host += templates.replace(f"n = _gpe_c.recv({site})",
+                                           n=templates.name(name, store=True))
+            crossing.append(f"out: {name} (TF->host)")
+
+    def _host_order(self, stmt, target) -> None:
         if anno.get(stmt, Key.BARRIER):
             k = self.channel(ChannelKind.BARRIER, (), stmt.lineno)
-            self.host_ops.append(k)
             target += templates.replace(f"_gpe_rt.barrier(_gpe_q, {k})")
-            self.host += templates.replace(f"_gpe_c.barrier({k})")
-            crossing.append("waits for the TF part's earlier effects")
+            self.host += templates.replace(f"_gpe_c.barrier({self.site(k)})")
         elif anno.get(stmt, Key.CHECK):
             k = self.channel(ChannelKind.CHECK, (), stmt.lineno)
-            self.host_ops.append(k)
             target += templates.replace(f"_gpe_rt.check(_gpe_q, {k})")
-            self.host += templates.replace(f"_gpe_c.check({k})")
-        self.host.append(stmt)
+            self.host += templates.replace(f"_gpe_c.check({self.site(k)})")
+
+    def _mirror(self, stmt, target, carried, crossing):
+        """A loop or `if` the host decides: the host tells the TF part each iteration (1,
+        then 0 after the last) or the branch taken (1 or 0); -1 cancels the rest."""
+        self._host_order(stmt, target)
+        gate = anno.get(stmt, Key.GATE)
+        if gate is not None:
+            target = self._gate(stmt, gate, target, carried, crossing)
+        loop = not isinstance(stmt, gast.If)
+        k = self.channel(ChannelKind.LOOP if loop else ChannelKind.BRANCH, (), stmt.lineno)
+        crossing.append("the host tells the TF part " + (
+            "each iteration" if loop else "the branch taken"))
+        self._report(stmt, crossing)
+        own = anno.get(stmt, Key.CARRIED, ())
+        construct = _Block("loop" if loop else "if", k, self.current)
+        self.current.entries.append(construct)
+        host_stmt, names = copy.copy(stmt), []
+        for i, (block, flag) in enumerate(
+                [(stmt.body, 1)] if loop else [(stmt.body, 1), (stmt.orelse, 0)]):
+            name = f"_gpe_{'loop' if loop else ('then', 'else')[i]}{k}"
+            saved = self.host, self.current
+            self.host = []
+            self.current = _Block("loop", k, saved[1]) if loop else _Block("branch", k, construct)
+            construct.entries.append(self.current)
+            self.host += templates.replace(f"_gpe_c.flag({self.site(k)}, {flag})")
+            fn = _function(name, own)
+            fn.body = self.block(block, own)
+            target.append(fn)
+            setattr(host_stmt, ("body", "orelse")[i], self.host)
+            self.host, self.current = saved
+            names.append(name)
+        self.host.append(host_stmt)
+        alive = f"_gpe_alive{k}"
+        result = gast.Tuple(elts=[templates.name(alive, True)] + [
+            templates.name(n, True) for n in own], ctx=gast.Store())
+        if loop:
+            self.host += templates.replace(f"_gpe_c.flag({self.site(k)}, 0)")
+            call = f"_gpe_rt.loop(_gpe_q, {k}, {names[0]}, __c__)"
+        else:
+            call = f"_gpe_rt.branch(_gpe_q, {k}, {names[0]}, {names[1]}, __c__)"
+        target += templates.replace(f"__r__ = {call}", __r__=result, __c__=_tuple(own))
+        rest = _function(f"_gpe_rest{k}", ())
+        target += [rest] + templates.replace(
+            f"return _gpe_rt.proceed({alive}, _gpe_rest{k}, __c__)", __c__=_tuple(carried))
+        return rest.body
+
+    def _routes(self) -> tuple:
+        """For each site (and, last, for the call's start): what the TF part does next if
+        the host leaves the call there: the TF->host channels it fills before it next waits
+        for the host (to drain), and the channel it then waits on (to cancel), or None."""
+        return tuple(_route(block, index, self.sites, self.channels)
+                     for block, index in self.where + [(self.top, -1)])
+
+    def _observed(self, stmts: list[gast.stmt]) -> list[gast.stmt]:
+        """`stmts` for the profile program: observations before the statements that have a
+        gate, inside the loops and branches the TF part follows too."""
+        out = []
+        for stmt in stmts:
+            out += self.profile_before.get(id(stmt), [])
+            if anno.get(stmt, Key.MIRROR):
+                stmt = copy.copy(stmt)
+                stmt.body, stmt.orelse = self._observed(stmt.body), self._observed(stmt.orelse)
+            out.append(stmt)
+        return out
 
     def _report(self, stmt, crossing):
         shown = copy.copy(stmt)
@@ -194,17 +288,6 @@ class _Partition:
         self.lines.append(LineReport(anno.get(stmt, Key.ORIGIN, stmt.lineno),
                                      anno.get(stmt, Key.PLACE).value,
                                      anno.get(stmt, Key.REASON, ""), text, tuple(crossing)))
-
-    def _close_segments(self, tf_body: list[gast.stmt]) -> None:
-        """Declare `nonlocal` the names a segment rebinds that an enclosing scope binds."""
-        outer = _bound(tf_body)
-        for seg, params in self.segments:
-            seg.body += templates.replace("return _gpe_rt.done()")
-            here = _bound(seg.body)
-            shared = sorted((here & outer) - set(params))
-            if shared:
-                seg.body.insert(0, gast.Nonlocal(names=shared))
-            outer |= here | set(params)
 
     # sources ------------------------------------------------------------------------
     def _captures(self, tf_body) -> tuple[str, ...]:
@@ -258,6 +341,46 @@ def _in_line_scope(stmt: gast.stmt) -> gast.stmt:
     (wrapped,) = templates.replace(f"with _gpe_rt.line({line}, {effect}):\n    __body__",
                                    __body__=[stmt])
     return wrapped
+
+
+def _route(block: _Block, index: int, sites, channels) -> tuple:
+    drains = []
+    while True:
+        for entry in block.entries[index + 1:]:
+            if isinstance(entry, _Block):
+                return tuple(drains), entry.channel
+            kind = channels[sites[entry]].kind
+            if kind == ChannelKind.GATE:
+                return tuple(drains), sites[entry]
+            if kind in (ChannelKind.OUTPUT, ChannelKind.BARRIER, ChannelKind.CHECK):
+                drains.append(sites[entry])
+        if block.kind == "top":
+            return tuple(drains), None
+        if block.kind == "loop":
+            return tuple(drains), block.channel
+        construct = block.parent  # a branch: go on after its `if`
+        block = construct.parent
+        index = next(i for i, e in enumerate(block.entries) if e is construct)
+
+
+def _function(name: str, params) -> gast.FunctionDef:
+    (fn,) = templates.replace(FUNCTION, __name__=name, __args__=_arguments(params))
+    fn.body = []
+    return fn
+
+
+def _declare_nonlocals(body: list[gast.stmt], outer: frozenset) -> None:
+    """Declare `nonlocal` in each generated function the names it rebinds that an enclosing
+    generated function binds (its parameters aside)."""
+    for fn in body:
+        if not isinstance(fn, gast.FunctionDef):
+            continue
+        params = {a.id for a in fn.args.args}
+        here = _bound(fn.body)
+        shared = sorted((here & outer) - params)
+        if shared:
+            fn.body.insert(0, gast.Nonlocal(names=shared))
+        _declare_nonlocals(fn.body, outer | here | params)
 
 
 def _walk_scope(node):

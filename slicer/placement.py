@@ -40,6 +40,39 @@ _LEAVES = (gast.Break, gast.Continue, gast.Return, gast.Yield, gast.YieldFrom, g
            gast.Try, gast.FunctionDef, gast.ClassDef, gast.Global, gast.Nonlocal)
 
 
+_NOT_MIRRORED = (gast.Yield, gast.YieldFrom, gast.Try, gast.FunctionDef, gast.ClassDef,
+                 gast.Lambda, gast.Global, gast.Nonlocal, gast.Await)
+
+
+def mirrored_statements(stmt: gast.stmt):
+    """The statements inside a MIRROR statement the TF part follows: its blocks, TF `with`
+    bodies, and nested MIRROR statements with theirs (a compound statement the host runs
+    whole counts as one)."""
+    for child in stmt.body + getattr(stmt, "orelse", []):
+        yield child
+        if anno.get(child, Key.MIRROR) or (isinstance(child, gast.With)
+                                           and anno.get(child, Key.PLACE) == Place.TF):
+            yield from mirrored_statements(child)
+
+
+def _own_jumps(stmt: gast.stmt) -> list[gast.stmt]:
+    """`break` and `continue` statements in `stmt` that leave `stmt` itself or a loop around
+    it (not those of loops nested inside)."""
+    found, stack = [], list(stmt.body + stmt.orelse)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (gast.Break, gast.Continue)):
+            found.append(node)
+        elif not isinstance(node, (gast.For, gast.While, gast.FunctionDef, gast.Lambda,
+                                   gast.ClassDef)):
+            stack.extend(gast.iter_child_nodes(node))
+    return found
+
+
+def _contains(tree: gast.AST, node: gast.AST) -> bool:
+    return any(n is node for n in gast.walk(tree))
+
+
 def _is_range(node: gast.AST) -> bool:
     return (isinstance(node, gast.Call) and isinstance(node.func, gast.Name)
             and node.func.id == "range")
@@ -76,6 +109,7 @@ class _Placer:
         self.parsed = parsed
         self.both: set[str] = set()
         self.fixed = {n for n, f in facts.args.items() if f.constant}  # folded arguments
+        self.mirrored = False  # inside a statement the TF part follows (no Python values there)
 
     def block(self, stmts: list[gast.stmt]) -> None:
         for stmt in stmts:
@@ -91,7 +125,7 @@ class _Placer:
         if not isinstance(stmt, _SIMPLE):
             self._compound(stmt)
             return
-        if isinstance(stmt, gast.Pass) or self._both(stmt):
+        if isinstance(stmt, gast.Pass) or (not self.mirrored and self._both(stmt)):
             self._set(stmt, Place.BOTH, "both: plain Python value, computed on each side")
             return
         if is_tf_statement(stmt):
@@ -111,7 +145,7 @@ class _Placer:
         if isinstance(stmt, (gast.Global, gast.Nonlocal)):
             self._set(stmt, Place.HOST, "host: declaration")
             return
-        if self._tf_compound(stmt):
+        if self._tf_compound(stmt) or self._mirror(stmt):
             return
         sync, why = _host_reason(stmt)
         inner_tf = any(anno.get(n, Key.KIND) in TF_KINDS for n in gast.walk(stmt)
@@ -154,6 +188,56 @@ class _Placer:
         effect = any(anno.get(c, Key.EFFECT) for c in inner)
         anno.set(stmt, Key.EFFECT, effect)
         self._set(stmt, Place.TF, f"TF: {why}" + ("; changes TF state" if effect else ""))
+        return True
+
+    def _mirror(self, stmt: gast.stmt) -> bool:
+        """A `for`, `while` or `if` the host decides, with TF work inside: the host runs it
+        and tells the TF part each iteration or the branch taken, so the TF work inside runs
+        in the graph. Not for loops with `else`, bodies with `try`, a host `with`, nested
+        definitions or `yield`, `break`/`continue` anywhere but the body's last statement,
+        or a name bound by TF work in one place and host work in another."""
+        loop = isinstance(stmt, (gast.For, gast.While))
+        if not (loop or isinstance(stmt, gast.If)) or (loop and stmt.orelse):
+            return False
+        if any(isinstance(n, _NOT_MIRRORED) or (isinstance(n, gast.With) and not is_tf_with(n))
+               for n in gast.walk(stmt)):
+            return False
+        jumps = _own_jumps(stmt)
+        if jumps and (not loop or any(not _contains(stmt.body[-1], j) for j in jumps)):
+            return False
+        both, mirrored = set(self.both), self.mirrored
+        self.mirrored = True
+        try:
+            for child in stmt.body + stmt.orelse:
+                self.statement(child)
+        except Refusal:
+            return False
+        finally:
+            self.mirrored = mirrored
+            self.both = both - anno.get(stmt, Key.WRITES, frozenset())
+        inner = list(mirrored_statements(stmt))
+        if jumps and anno.get(stmt.body[-1], Key.MIRROR):
+            return False
+        tf_writes = {n for s in inner if anno.get(s, Key.PLACE) == Place.TF
+                     for n in anno.get(s, Key.WRITES, ())}
+        host_writes = {n for s in inner if anno.get(s, Key.PLACE) == Place.HOST
+                       and not anno.get(s, Key.MIRROR) for n in anno.get(s, Key.WRITES, ())}
+        if isinstance(stmt, gast.For):
+            host_writes |= {n.id for n in gast.walk(stmt.target) if isinstance(n, gast.Name)}
+        if tf_writes & host_writes or not any(
+                anno.get(s, Key.PLACE) == Place.TF for s in inner):
+            return False
+        header = stmt.iter if isinstance(stmt, gast.For) else stmt.test
+        sync, why = _host_reason(gast.Expr(value=header))
+        keyword = _KEYWORDS[type(stmt)]
+        follows = ("a loop it is told about each iteration" if loop
+                   else "the branch it is told was taken")
+        anno.set(stmt, Key.MIRROR, True)
+        anno.set(stmt, Key.SYNC, sync)
+        anno.set(stmt, Key.EXITS, any(isinstance(n, gast.Return) for n in _same_scope(stmt)))
+        anno.set(stmt, Key.EFFECT, any(anno.get(s, Key.EFFECT) for s in inner))
+        self._set(stmt, Place.HOST, f"host: `{keyword}` decided on the host; the TF part "
+                                    f"follows it ({follows})" + (f"; {why}" if sync else ""))
         return True
 
     def _both(self, stmt: gast.stmt) -> bool:

@@ -11,6 +11,10 @@ class ChannelKind(enum.Enum):
     GATE = "host->TF: a bool 'go on' (False cancels the rest of the call) and values"
     OUTPUT = "TF->host: one value, received lazily as a Pending"
     BARRIER = "TF->host: a token sent once the TF part's earlier effects are done"
+    LOOP = ("host->TF: an int32 flag before each iteration of a loop the host decides (1: one "
+            "more iteration, 0: the loop is over, -1: cancel the rest of the call)")
+    BRANCH = ("host->TF: an int32 flag saying which branch of an `if` the host took (1: the "
+              "body, 0: the else branch, -1: cancel the rest of the call)")
     CHECK = ("TF->host: a token sent once the TF work before it is done; the host waits for it "
              "only if that work can fail at run time, so errors surface where eager raises")
 
@@ -24,7 +28,8 @@ class Channel:
 
     @property
     def to_tf(self) -> bool:
-        return self.kind in (ChannelKind.ENTRY, ChannelKind.GATE)
+        return self.kind in (ChannelKind.ENTRY, ChannelKind.GATE, ChannelKind.LOOP,
+                             ChannelKind.BRANCH)
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,10 @@ class SlicePlan:
     tf_source: str
     profile_source: str
     channels: tuple[Channel, ...]
-    host_ops: tuple[int, ...]       # channel indices in the order the host program uses them
+    sites: tuple[int, ...]          # the channel of each place the host program uses one
+    # per site, and last for the call's start: if the host leaves the call there, the
+    # channels to drain (TF->host, in order) and the one to cancel (or None)
+    routes: tuple[tuple[tuple[int, ...], int | None], ...]
     bound: tuple[str, ...]          # argument names bound into the TF part at trace time
     lines: tuple[LineReport, ...]
     assumptions: tuple[str, ...] = field(default=())

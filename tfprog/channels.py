@@ -44,11 +44,16 @@ def spec_of(value) -> ValueSpec:
         return ValueSpec(tf.as_dtype(value.dtype), tuple(value.shape))
     for py_type, wire in _PY_WIRE.items():
         if type(value) is py_type:
-            return ValueSpec(wire, (), True, _PY_DEFAULT[py_type], py_type.__name__)
+            return python_spec(py_type)
     if isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind in "biufc":
         dtype = tf.as_dtype(value.dtype)
         return ValueSpec(dtype, tuple(np.shape(value)), True, dtype, type(value).__name__)
     raise Unsendable(f"a {type(value).__name__} value cannot cross into the TF part")
+
+
+def python_spec(py_type: type) -> ValueSpec:
+    """The spec of a Python bool, int or float sent by the host."""
+    return ValueSpec(_PY_WIRE[py_type], (), True, _PY_DEFAULT[py_type], py_type.__name__)
 
 
 def flatten(value) -> tuple[object, list]:

@@ -21,7 +21,7 @@ from tensorflow.python.ops import gen_data_flow_ops
 from tensorflow.python.types import core
 
 from slicer.plan import ChannelKind, SlicePlan
-from tfprog.channels import ValueSpec, unflatten
+from tfprog.channels import ValueSpec, python_spec, unflatten
 from tfprog.exact import exact_arithmetic
 
 _RESOURCE = tf.TensorSpec([], tf.resource)
@@ -62,15 +62,46 @@ class HostValue(core.Tensor):
         return self.__tf_tensor__()
 
 
-def _binary(op):
+_PY_TYPES = {"bool": bool, "int": int, "float": float}
+
+
+def _python_type(value) -> type | None:
+    """bool, int or float for a Python number or a HostValue holding one, else None."""
+    if isinstance(value, HostValue):
+        return _PY_TYPES.get(value._spec.type_name)
+    return type(value) if type(value) in (bool, int, float) else None
+
+
+def _python_arithmetic(op, name: str, a, b) -> HostValue:
+    """Arithmetic between two Python numbers (one sent by the host): Python's result type,
+    computed at Python's precision (float64, int64), still a Python value for later ops."""
+    result = float if name == "truediv" or float in (_python_type(a), _python_type(b)) else int
+    spec = python_spec(result)
+
+    def wire(v):
+        if isinstance(v, HostValue):
+            return tf.cast(v._tensor, spec.dtype)
+        return tf.constant(v, spec.dtype)
+    return HostValue(op(wire(a), wire(b)), spec)
+
+
+def _binary(op, name):
     # TF's operators convert a plain operand without the other's dtype and, when that
     # fails, call the operand's reflected method: these give eager's result.
-    return (lambda self, other: op(self._like(other), other),
-            lambda self, other: op(other, self._like(other)))
+    def forward(self, other):
+        if _python_type(self) and _python_type(other):
+            return _python_arithmetic(op, name, self, other)
+        return op(self._like(other), other)
+
+    def reflected(self, other):
+        if _python_type(self) and _python_type(other):
+            return _python_arithmetic(op, name, other, self)
+        return op(other, self._like(other))
+    return forward, reflected
 
 
 for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
-    _forward, _reflected = _binary(getattr(operator, _name))
+    _forward, _reflected = _binary(getattr(operator, _name), _name)
     setattr(HostValue, f"__{_name}__", _forward)
     setattr(HostValue, f"__r{_name}__", _reflected)
 
@@ -96,6 +127,8 @@ class Part:
 
     def dtypes(self, index: int) -> list[tf.DType]:
         kind = self.plan.channel(index).kind
+        if kind in (ChannelKind.LOOP, ChannelKind.BRANCH):
+            return [tf.int32]
         flag = [tf.bool] if kind in (ChannelKind.GATE, ChannelKind.BARRIER,
                                      ChannelKind.CHECK) else []
         return flag + [s.dtype for s in self.specs[index]]
@@ -142,13 +175,67 @@ class _TraceRuntime:
     def entry(self, queues, index):
         return unflatten(self.layouts[index], self._receive(queues[index], self.specs[index], []))
 
-    def gate(self, queues, index, segment: Callable):
+    def gate(self, queues, index, segment: Callable, carried: tuple):
+        """Wait for the host; run the rest of the block (`segment`) only if it says go on.
+        Returns (going on, the carried values), like every block of the TF program."""
         flag, *leaves = self._receive(queues[index], self.specs[index], [tf.bool])
         values = unflatten(self.layouts[index], leaves)
         self._note_failing_ops()
         outer, self.unchecked = self.unchecked, []
         with tf.control_dependencies(_stateful_ops() + outer):
-            tf.cond(flag, lambda: segment(*values), self.done)
+            return tf.cond(flag, lambda: segment(*values), lambda: self.end(carried, False))
+
+    def loop(self, queues, index, body: Callable, carried: tuple):
+        """A loop the host decides: before each iteration the host sends 1 (one more), 0
+        (done) or -1 (cancel). `body(*carried)` returns (going on, carried values)."""
+        with tf.control_dependencies(self.unchecked):
+            first = self._flag(queues, index)
+        outer, self.unchecked = self.unchecked, []
+
+        def step(flag, *values):
+            alive, *values = body(*values)
+            if tf.get_static_value(alive) is True:
+                return (self._flag(queues, index), *values)
+            return (tf.cond(alive, lambda: self._flag(queues, index),
+                            lambda: tf.constant(-1)), *values)
+
+        start = (first, *carried)
+        try:
+            out = tf.while_loop(lambda flag, *_: flag > 0, step, start, parallel_iterations=1)
+        except ValueError as exc:  # a loop variable changes shape from one iteration on
+            if "shape_invariants" not in str(exc):
+                raise
+            self.unchecked = []
+            invariants = tuple(tf.TensorShape(None) for _ in start)
+            out = tf.while_loop(lambda flag, *_: flag > 0, step, start,
+                                shape_invariants=invariants, parallel_iterations=1)
+        self.unchecked = outer
+        flag, *values = out if isinstance(out, (list, tuple)) else (out,)
+        return (flag >= 0, *values)
+
+    def branch(self, queues, index, then: Callable, orelse: Callable, carried: tuple):
+        """An `if` the host decides: it sends 1 (the body), 0 (else) or -1 (cancel)."""
+        with tf.control_dependencies(self.unchecked):
+            flag = self._flag(queues, index)
+        outer, self.unchecked = self.unchecked, []
+        out = tf.switch_case(flag + 1, [lambda: self.end(carried, False),
+                                        lambda: orelse(*carried), lambda: then(*carried)])
+        self.unchecked = outer
+        return tuple(out)
+
+    def proceed(self, alive, rest: Callable, carried: tuple):
+        """Run the rest of a block after a loop or `if` unless the host cancelled inside."""
+        if tf.get_static_value(alive) is True:
+            return rest()
+        return tf.cond(alive, rest, lambda: self.end(carried, False))
+
+    @staticmethod
+    def end(carried: tuple, alive: bool = True):
+        return (tf.constant(alive), *carried)
+
+    @staticmethod
+    def _flag(queues, index):
+        return tf.reshape(gen_data_flow_ops.queue_dequeue_v2(queues[index], [tf.int32])[0], [])
 
     def output(self, queues, index, value):
         try:
@@ -187,7 +274,7 @@ class _TraceRuntime:
             return tf.fill(shape, tensor)
         return tf.reshape(tensor, shape)
 
-    def done(self):
+    def done(self, status=None):
         return tf.constant(0, tf.int32)
 
     @staticmethod
