@@ -9,6 +9,7 @@ with its reason and warned about once per function.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import inspect
 import logging
 import statistics
@@ -110,6 +111,7 @@ class SlicedFunction:
         self.profiles: dict[tuple, list] = {}
         self.refused: dict[tuple, str] = {}
         self.dynamic: set[str] = set()
+        self.host_only: set[str] = set()  # names seen not to fit a channel (see _build)
         self.int_values: dict[str, set[int]] = {}
         self.guards: tuple[str, ...] = ()  # captured names and paths (union over variants)
         self.stats_ = Stats()
@@ -254,7 +256,8 @@ class SlicedFunction:
 
     def _plan(self, key, values) -> SlicePlan:
         described = tuple(signature.describe(v, n in self.dynamic) for n, v in values.items())
-        facts = signature.facts_for(described, values)
+        facts = dataclasses.replace(signature.facts_for(described, values),
+                                    host_only=frozenset(self.host_only))
         plan = slice_function(self.fn, facts)
         self.last_plan = plan
         log.debug("sliced %s\n--- host ---\n%s\n--- TF ---\n%s", self.__qualname__,
@@ -279,7 +282,16 @@ class SlicedFunction:
             variant.build(specs, layouts)
             if not self.adaptive:
                 variant.timing = None
-        except (Unsendable, PartError, Refusal) as exc:
+        except Unsendable as exc:
+            if exc.names and not set(exc.names) <= self.host_only:
+                # slice again with TF work reading those names on the host
+                self.host_only |= set(exc.names)
+                self.profiles.pop(key, None)
+                log.info("%s: %s; slicing again", self.__qualname__, exc)
+                return
+            self._refuse(key, str(exc))
+            return
+        except (PartError, Refusal) as exc:
             self._refuse(key, str(exc))
             return
         self.guards = tuple(sorted(set(self.guards) | set(plan.captures)))
@@ -328,6 +340,14 @@ class _BoundSliced:
         return self._sliced.stats()
 
 
+def _sendable(value) -> bool:
+    try:
+        spec_of(value)
+    except Unsendable:
+        return False
+    return True
+
+
 def _specs(plan: SlicePlan, runs: list[dict[int, list]]) -> tuple[dict, dict]:
     """Channel specs and layouts from what the profile calls saw crossing host->TF."""
     specs, layouts = {}, {}
@@ -341,6 +361,11 @@ def _specs(plan: SlicePlan, runs: list[dict[int, list]]) -> tuple[dict, dict]:
             raise PartError(f"the profile call never reached the crossing at line "
                             f"{channel.lineno}")
         pairs = [flatten(v) for v in seen]
+        bad = tuple(name for name, (_, leaves) in zip(channel.names, pairs)
+                    if not all(_sendable(leaf) for leaf in leaves))
+        if bad:
+            raise Unsendable(f"{', '.join(bad)} cannot cross into the TF part (line "
+                             f"{channel.lineno})", bad)
         layouts[channel.index] = [layout for layout, _ in pairs]
         found = [spec_of(leaf) for _, leaves in pairs for leaf in leaves]
         specs[channel.index] = found if channel.kind == ChannelKind.ENTRY else [

@@ -24,6 +24,8 @@ class Kind(enum.Enum):
     HOST_FN = "a host callable known not to touch TF state (builtins, numpy, math)"
     HOST_DATA = "plain Python data (containers, strings, arrays): its methods do not touch TF"
     HOST = "any other host value or callable (calling it may touch TF state)"
+    HOST_ONLY = ("a host value seen not to fit a channel (a string, an arbitrary object): "
+                 "TF work that reads it stays on the host")
 
 
 TF_KINDS = frozenset({Kind.TENSOR, Kind.VARIABLE, Kind.TF_OBJECT})
@@ -80,3 +82,4 @@ class Facts:
     classify: Callable[[Any], Kind]
     objects: Mapping[str, Any] = field(default_factory=dict)  # values of object arguments
     assumed: str = ""  # human-readable note of what was assumed (for explain)
+    host_only: frozenset = frozenset()  # names whose values a profile call saw cannot cross

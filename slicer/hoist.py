@@ -10,6 +10,7 @@ Needs kinds.resolve first; run kinds.resolve again afterwards.
 """
 from __future__ import annotations
 
+import copy
 import itertools
 
 import gast
@@ -32,7 +33,9 @@ def transform(parsed: Parsed) -> None:
 
 def tf_evaluable(node: gast.AST) -> bool:
     """True if the TF part can evaluate `node` (names are leaves that may cross)."""
-    if isinstance(node, (gast.Name, gast.Constant)) or anno.get(node, Key.CONSTANT) or \
+    if isinstance(node, gast.Name):
+        return anno.get(node, Key.KIND) != Kind.HOST_ONLY
+    if isinstance(node, gast.Constant) or anno.get(node, Key.CONSTANT) or \
             anno.has(node, Key.PATH):
         return True
     return _tf_operation(node) and all(tf_evaluable(c) for c in _operands(node))
@@ -63,6 +66,9 @@ def _tf_operation(node: gast.expr) -> bool:
     kind = anno.get(node, Key.KIND)
     if anno.get(node, Key.CONSTANT):
         return True
+    if any(isinstance(c, gast.Name) and anno.get(c, Key.KIND) == Kind.HOST_ONLY
+           for c in _operands(node)):
+        return False
     if isinstance(node, (gast.Tuple, gast.List, gast.Slice, gast.Starred)):
         return True
     if isinstance(node, gast.Attribute):
@@ -112,8 +118,10 @@ def _block(stmts: list[gast.stmt], counter) -> list[gast.stmt]:
         if is_tf_with(stmt):
             stmt.body = _block(stmt.body, counter)
             pre = []
+        elif isinstance(stmt, (gast.If, gast.While, gast.For)):
+            pre = _loop_or_branch(stmt, counter)
         elif not isinstance(stmt, _SIMPLE):
-            pre = []  # compound statements run whole on the host: nothing moves out
+            pre = []  # other compound statements run whole on the host: nothing moves out
         elif is_tf_statement(stmt):
             pre = _Hoister(counter, to_host=True).run(stmt)
         else:
@@ -125,6 +133,40 @@ def _block(stmts: list[gast.stmt], counter) -> list[gast.stmt]:
             anno.set(new, Key.ORIGIN, origin)
             out.append(new)
     return out
+
+
+def _loop_or_branch(stmt, counter) -> list[gast.stmt]:
+    """Hoist inside the blocks of a `for`/`while`/`if` (the TF part may follow it), and a
+    test the TF part can compute into a TF temporary the host reads (a `while` computes it
+    again at the end of its body, unless a `continue` would skip that)."""
+    stmt.body = _block(stmt.body, counter)
+    stmt.orelse = _block(stmt.orelse, counter)
+    if isinstance(stmt, gast.For) or not (anno.get(stmt.test, Key.KIND) == Kind.TENSOR
+                                          and tf_evaluable(stmt.test)):
+        return []
+    if isinstance(stmt, gast.While) and any(
+            isinstance(n, gast.Continue) for n in _own_statements(stmt.body)):
+        return []
+    name = f"_gpe_t{next(counter)}"
+    test, stmt.test = stmt.test, _name(name, gast.Load())
+    if isinstance(stmt, gast.While):
+        again = gast.Assign(targets=[_name(name, gast.Store())], value=copy.deepcopy(test),
+                            type_comment=None)
+        gast.copy_location(again, stmt.body[-1])
+        anno.set(again, Key.ORIGIN, anno.get(stmt, Key.ORIGIN, stmt.lineno))
+        stmt.body.append(again)
+    return [gast.Assign(targets=[_name(name, gast.Store())], value=test, type_comment=None)]
+
+
+def _own_statements(stmts):
+    """Nodes of `stmts` outside nested loops, functions and classes."""
+    stack = list(stmts)
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (gast.For, gast.While, gast.FunctionDef, gast.Lambda,
+                                 gast.ClassDef)):
+            stack.extend(gast.iter_child_nodes(node))
 
 
 class _Hoister(gast.NodeTransformer):

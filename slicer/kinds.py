@@ -143,6 +143,8 @@ class _Inferer:
         return False
 
     def _Name(self, node: gast.Name) -> Kind:
+        if node.id in self.facts.host_only:
+            return Kind.HOST_ONLY
         if node.id in self.env:
             return self.env[node.id]
         if node.id in self.local_names:

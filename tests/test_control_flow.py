@@ -208,7 +208,10 @@ def test_star_args_kwargs_and_lists_of_tensors():
     a, b = X, X * 2
     check(make, [(a, b), (a, b, {"__kwargs__": True, "scale": 0.5, "bias": a}),
                  (a, b), (a, b, {"__kwargs__": True, "scale": 0.5, "bias": a}), (a, b)],
-          graph_calls=3, host_ops_allowed=frozenset({"Sum", "Const"}))
+          graph_calls=2, host_ops_allowed=frozenset({"Sum", "Const"}))
+    # the loop over `extra` is followed by the TF part until its first profile call sees
+    # `name` (a str) cannot cross: then it is sliced again with that work on the host, and
+    # profiled once more (so only 2 of the 5 calls run sliced)
 
 
 def test_a_tuple_of_tensors_argument_crosses_as_a_structure():

@@ -35,7 +35,12 @@ class ValueSpec:
 
 
 class Unsendable(TypeError):
-    """A value that cannot cross between the parts (e.g. a list or an arbitrary object)."""
+    """A value that cannot cross between the parts (e.g. a list or an arbitrary object).
+    `names`: the names of the values, where known."""
+
+    def __init__(self, message: str, names: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.names = names
 
 
 def spec_of(value) -> ValueSpec:
