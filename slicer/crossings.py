@@ -10,11 +10,15 @@
   TF part's earlier effects; the next TF statement waits for the host (a gate);
 - `Key.CHECK` on the first host statement after TF statements: the host waits there for
   the TF work before it when that work can fail at run time (an error then surfaces
-  before any later host statement runs, as eagerly).
+  before any later host statement runs, as eagerly);
+- on a MIRROR statement (a loop or `if` the TF part follows): `Key.GATE` for the values
+  the TF part needs before it, `Key.CARRIED` for the TF values it rebinds; its blocks are
+  walked like the function's body, each starting after a host decision.
 
 Rules (DESIGN.md section 4): a TF effect, or a TF statement needing a host value computed
 mid-call, that follows host work in program order gets a gate. Values cross once per
-definition. Needs placement.resolve first.
+definition; a value the host reads inside or after a loop comes from every TF statement
+that may have defined it. Needs placement.resolve first.
 """
 from __future__ import annotations
 

@@ -4,8 +4,11 @@
 three programs as source text, each wrapped in a factory whose parameters are the
 runtime objects and the original function's free variables:
 - host: the original signature; host statements plus channel operations on `_gpe_c`;
-- tf: `_gpe_tf(_gpe_q)`, the TF statements plus channel operations on `_gpe_rt`; the rest
-  of the body after a gate is nested in a function the gate runs only if the host says so;
+- tf: `_gpe_tf(_gpe_q)`, the TF statements plus channel operations on `_gpe_rt`. Every
+  block returns (still going, its carried values); the rest of a block after a gate, a
+  loop or an `if` the host decides is nested in a function run only if the host did not
+  cancel there; a MIRROR loop's body is the body of a `while_loop`, an `if`'s branches
+  are the branches of a switch;
 - profile: every statement in program order plus `_gpe_obs(channel, values)` where values
   would cross host->TF, for the eager profiling call.
 Needs crossings.resolve first.
