@@ -428,7 +428,7 @@ def keras_inference(log):
 
 
 # --- TF work the host still runs (inside control flow decided at run time) --------------
-@program(False)
+@program(True)
 def loop_over_list_of_tensors(log):
     def f(parts):
         total = tf.zeros([8, 16])
@@ -438,7 +438,7 @@ def loop_over_list_of_tensors(log):
     return f, {}, [([X, X, X],)] * 6
 
 
-@program(False)
+@program(True)
 def while_on_tensor(log):
     def f(x):
         s = tf.reduce_sum(tf.abs(x))
@@ -448,7 +448,7 @@ def while_on_tensor(log):
     return f, {}, [(X,)] * 6
 
 
-@program(False)
+@program(True)
 def loop_over_float_count(log):
     w = weights(16, 16)
 
@@ -460,7 +460,7 @@ def loop_over_float_count(log):
     return f, {"w": w}, [(X, 3.0)] * 6
 
 
-@program(False)
+@program(True)
 def data_dependent_branch(log):
     def f(x):
         m = tf.reduce_mean(x)

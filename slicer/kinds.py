@@ -69,7 +69,7 @@ class _Inferer:
         elif isinstance(node, gast.For):
             self.expr(node.iter)
             counting = _is_range(node.iter) and anno.get(node.iter, Key.CONSTANT, False)
-            self.bind(node.target, Kind.PY_SCALAR if _is_range(node.iter) else Kind.HOST, None)
+            self._bind_loop_target(node.target, node.iter)
             self._note_constant(node.target, counting)
             self.block(node.body)
             self.block(node.orelse)
@@ -89,6 +89,28 @@ class _Inferer:
                     self.expr(child)
             for field in ("body", "orelse", "finalbody"):
                 self.block(getattr(node, field, []) or [])
+
+    def _bind_loop_target(self, target: gast.AST, iterable: gast.expr) -> None:
+        """A loop's target: a counter over a range, an element of a sequence of tensors (also
+        through enumerate and zip), else a host value."""
+        func = iterable.func.id if isinstance(iterable, gast.Call) and isinstance(
+            iterable.func, gast.Name) else None
+        if _is_range(iterable):
+            self.bind(target, Kind.PY_SCALAR, None)
+        elif func == "enumerate" and len(iterable.args) == 1 and isinstance(
+                target, (gast.Tuple, gast.List)) and len(target.elts) == 2:
+            anno.set(target, Key.KIND, Kind.HOST)
+            self.bind(target.elts[0], Kind.PY_SCALAR, None)
+            self._bind_loop_target(target.elts[1], iterable.args[0])
+        elif func == "zip" and isinstance(target, (gast.Tuple, gast.List)) and len(
+                target.elts) == len(iterable.args) and not iterable.keywords:
+            anno.set(target, Key.KIND, Kind.HOST)
+            for elt, arg in zip(target.elts, iterable.args):
+                self._bind_loop_target(elt, arg)
+        else:
+            kind = anno.get(iterable, Key.KIND)
+            self.bind(target, Kind.TENSOR if kind in (Kind.TENSOR, Kind.VARIABLE)
+                      else Kind.HOST, None)
 
     def _note_constant(self, target: gast.AST, constant: bool) -> None:
         names = [n.id for n in gast.walk(target) if isinstance(n, gast.Name)]
