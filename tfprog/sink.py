@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import tensorflow as tf
-from tensorflow.python.ops import gen_data_flow_ops
+from tensorflow.python.ops import cond_v2, gen_data_flow_ops
 
 from tfprog.exact import exact_arithmetic
 
@@ -32,7 +32,8 @@ def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[
             f, h = parts[0]
             return f(*h)
         branches = [(lambda f=f, h=tuple(h): f(*h)) for f, h in parts]
-        return tf.switch_case(index, branches)
+        # not lowered to Switch/Merge: that costs every call a little for every part
+        return cond_v2.indexed_case(index, branches, lower_using_switch_merge=False)
 
     def next_index():
         index = gen_data_flow_ops.queue_dequeue_v2(control.queue_ref, [tf.int32])[0]
