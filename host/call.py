@@ -97,7 +97,16 @@ class Runtime:
         return CallContext(self, registration)
 
 
-_FLAGS = {value: np.int32(value) for value in (1, 0, -1)}
+class _Flags(dict):
+    """The flag tensors, made once: an EagerTensor built per send is slow (the enqueue's
+    fast path takes only tensors), and stalls behind a running sink."""
+
+    def __missing__(self, value):
+        tensor = self[value] = tf.constant(value, tf.int32)
+        return tensor
+
+
+_FLAGS = _Flags()
 
 
 class CallContext:
@@ -117,10 +126,16 @@ class CallContext:
         components = to_components(values, channel.specs, channel.layouts, channel.label)
         channel.send([_true()] + components)
 
-    def flag(self, site: int, value: int) -> None:
-        """Tell the TF part about a loop iteration or the branch taken (see ChannelKind)."""
+    def flag(self, site: int, value: int, values=()) -> None:
+        """Tell the TF part about a loop iteration or the branch taken (see ChannelKind),
+        with the values an iteration starts with."""
         self.pos = site
-        self.channels[self.rt.sites[site]].send([_FLAGS[value]])
+        channel = self.channels[self.rt.sites[site]]
+        if value > 0 and channel.specs:
+            channel.send([_FLAGS[value]] + to_components(values, channel.specs,
+                                                         channel.layouts, channel.label))
+        else:
+            channel.send([_FLAGS[value]] + _zeros(channel))
 
     def barrier(self, site: int) -> None:
         self.pos = site
@@ -148,9 +163,14 @@ class CallContext:
                     channel.send([tf.constant(False)] + [tf.zeros([], s.dtype)
                                                          for s in channel.specs])
                 else:
-                    channel.send([_FLAGS[-1]])
+                    channel.send([_FLAGS[-1]] + _zeros(channel))
         except Exception:  # the session failed: nothing is left to cancel
             pass
+
+
+def _zeros(channel) -> list:
+    """Components that fill a flag's values when no iteration follows."""
+    return [np.zeros((), s.dtype.as_numpy_dtype) for s in channel.specs]
 
 
 def _true():

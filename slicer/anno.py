@@ -37,6 +37,8 @@ class Key(enum.Enum):
     EXITS = "bool: a host statement that may return from the function (e.g. an `if` with `return`)"
     MIRROR = ("bool: a `for`, `while` or `if` the host decides whose body holds TF work: the TF "
               "part follows it (a while_loop told each iteration, a cond told the branch)")
+    EACH = ("tuple of names on a MIRROR loop: host values sent with each iteration's flag (what "
+            "the TF part reads in the body before any host work there)")
     CARRIED = ("tuple of names on a MIRROR statement: TF values it rebinds that exist before "
                "it (the TF part's loop variables, or the outputs of its branches)")
 

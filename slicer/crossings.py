@@ -66,7 +66,9 @@ class _State:
     # the next TF statement waits for the host
     state_touched: bool = False
     tf_since_check: bool = False
-    gate: gast.stmt | None = None  # where the TF part last waited for the host (None: entry)
+    # where the TF part last waited for the host: (statement, Key.GATE or Key.EACH), or
+    # None for the call's entry
+    gate: tuple | None = None
 
     def copy(self) -> "_State":
         return _State(dict(self.side), dict(self.defs), set(self.on_tf), set(self.on_host),
@@ -114,7 +116,7 @@ class _Crossings:
                               self.parsed.filename, stmt.lineno)
             anno.set(stmt, Key.GATE, tuple(needed))
             s.host_work = s.state_touched = False
-            s.gate = stmt
+            s.gate = (stmt, Key.GATE)
         s.on_tf.update(needed)
         s.tf_since_check = True
         self._define(stmt, _TF)
@@ -125,8 +127,9 @@ class _Crossings:
         if self.s.gate is None:
             self.entry.extend(n for n in names if n not in self.entry)
         else:
-            sent = anno.get(self.s.gate, Key.GATE)
-            anno.set(self.s.gate, Key.GATE, sent + tuple(n for n in names if n not in sent))
+            stmt, key = self.s.gate
+            sent = anno.get(stmt, key, ())
+            anno.set(stmt, key, sent + tuple(n for n in names if n not in sent))
 
     def _sends(self, names, stmt: gast.stmt) -> list[str]:
         """The names among `names` the host must send for the TF part to read them (a value
@@ -174,8 +177,8 @@ class _Crossings:
         for name in names:
             if name in s.on_host:
                 continue
-            definers = [d for d in s.defs.get(name, ()) if d is not None
-                        and anno.get(d, Key.PLACE) == Place.TF and not anno.get(d, Key.MIRROR)]
+            definers = [d for d in s.defs.get(name, ()) if d is not None and (
+                anno.get(d, Key.PLACE) == Place.TF or anno.get(d, Key.MIRROR))]
             for definer in definers:
                 if isinstance(definer, gast.For) and _bound_by_loop(definer, name):
                     raise Refusal("unsupported-order", f"`{name}` is set by a loop the TF part "
@@ -220,7 +223,7 @@ class _Crossings:
         if send and s.host_work:
             anno.set(stmt, Key.GATE, tuple(send))
             s.host_work = s.state_touched = False
-            s.gate = stmt
+            s.gate = (stmt, Key.GATE)
         elif send:
             self._send_earlier(send)
         s.on_tf.update(send)
@@ -246,12 +249,18 @@ class _Crossings:
             self._rebind(stmt, tf_writes, host_writes, carried, tf_stmts)
             if isinstance(stmt, gast.While):
                 self._to_host(sorted(header_reads), stmt)
-            self._enter_block()
+            # the TF part starts an iteration when the host sends its flag, with the values
+            # the TF work before any host work in the body needs
+            anno.set(stmt, Key.EACH, ())
             touched = self.s.state_touched
+            self.s.host_work = self.s.state_touched = False
+            self.s.gate = (stmt, Key.EACH)
             self.block(stmt.body)
             touched = self.s.state_touched or touched
             self._rebind(stmt, tf_writes, host_writes, carried, tf_stmts)
             self.s.state_touched = touched
+        for name in carried:  # the host reads these after it from the TF part's result
+            self.s.defs[name] = (stmt,)
         self._rebind_lost(tf_writes, carried)
         self.s.host_work = True
         self.s.tf_since_check = self.s.tf_since_check or bool(tf_stmts)

@@ -92,6 +92,7 @@ class _Partition:
         self.lines: list[LineReport] = []
         self.profile_entry: list[gast.stmt] = []
         self.profile_before: dict[int, list[gast.stmt]] = {}
+        self.profile_each: dict[int, list[gast.stmt]] = {}  # at the start of each iteration
 
     def channel(self, kind: ChannelKind, names: tuple[str, ...], lineno: int) -> int:
         index = len(self.channels)
@@ -227,7 +228,11 @@ class _Partition:
         if gate is not None:
             target = self._gate(stmt, gate, target, carried, crossing)
         loop = not isinstance(stmt, gast.If)
-        k = self.channel(ChannelKind.LOOP if loop else ChannelKind.BRANCH, (), stmt.lineno)
+        each = anno.get(stmt, Key.EACH, ())
+        k = self.channel(ChannelKind.LOOP if loop else ChannelKind.BRANCH, each, stmt.lineno)
+        if each:
+            self.profile_each[id(stmt)] = templates.replace(f"_gpe_obs({k}, __v__)",
+                                                            __v__=_tuple(each))
         crossing.append("the host tells the TF part " + (
             "each iteration" if loop else "the branch taken"))
         self._report(stmt, crossing)
@@ -242,8 +247,9 @@ class _Partition:
             self.host = []
             self.current = _Block("loop", k, saved[1]) if loop else _Block("branch", k, construct)
             construct.entries.append(self.current)
-            self.host += templates.replace(f"_gpe_c.flag({self.site(k)}, {flag})")
-            fn = _function(name, own)
+            self.host += templates.replace(f"_gpe_c.flag({self.site(k)}, {flag}, __v__)",
+                                           __v__=_tuple(each))
+            fn = _function(name, each + own)
             fn.body = self.block(block, own)
             target.append(fn)
             setattr(host_stmt, ("body", "orelse")[i], self.host)
@@ -262,6 +268,7 @@ class _Partition:
         rest = _function(f"_gpe_rest{k}", ())
         target += [rest] + templates.replace(
             f"return _gpe_rt.proceed({alive}, _gpe_rest{k}, __c__)", __c__=_tuple(carried))
+        self._outputs(stmt, rest.body, [])
         return rest.body
 
     def _routes(self) -> tuple:
@@ -278,8 +285,10 @@ class _Partition:
         for stmt in stmts:
             out += self.profile_before.get(id(stmt), [])
             if anno.get(stmt, Key.MIRROR):
+                each = self.profile_each.get(id(stmt), [])
                 stmt = copy.copy(stmt)
-                stmt.body, stmt.orelse = self._observed(stmt.body), self._observed(stmt.orelse)
+                stmt.body = each + self._observed(stmt.body)
+                stmt.orelse = self._observed(stmt.orelse)
             out.append(stmt)
         return out
 

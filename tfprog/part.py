@@ -128,7 +128,7 @@ class Part:
     def dtypes(self, index: int) -> list[tf.DType]:
         kind = self.plan.channel(index).kind
         if kind in (ChannelKind.LOOP, ChannelKind.BRANCH):
-            return [tf.int32]
+            return [tf.int32] + [s.dtype for s in self.specs[index]]
         flag = [tf.bool] if kind in (ChannelKind.GATE, ChannelKind.BARRIER,
                                      ChannelKind.CHECK) else []
         return flag + [s.dtype for s in self.specs[index]]
@@ -187,31 +187,42 @@ class _TraceRuntime:
 
     def loop(self, queues, index, body: Callable, carried: tuple):
         """A loop the host decides: before each iteration the host sends 1 (one more), 0
-        (done) or -1 (cancel). `body(*carried)` returns (going on, carried values)."""
+        (done) or -1 (cancel), with the values the iteration starts with.
+        `body(*values, *carried)` returns (going on, carried values)."""
+        specs = self.specs[index]
         with tf.control_dependencies(self.unchecked):
-            first = self._flag(queues, index)
+            first = self._receive(queues[index], specs, [tf.int32], wrap=False)
         outer, self.unchecked = self.unchecked, []
+        n = len(specs)
 
-        def step(flag, *values):
-            alive, *values = body(*values)
-            if tf.get_static_value(alive) is True:
-                return (self._flag(queues, index), *values)
-            return (tf.cond(alive, lambda: self._flag(queues, index),
-                            lambda: tf.constant(-1)), *values)
+        def stop():
+            return [tf.constant(-1)] + [tf.zeros([], s.dtype) for s in specs]
 
-        start = (first, *carried)
+        def step(*state):
+            raw, values = state[1:n + 1], state[n + 1:]
+            wrapped = [HostValue(t, s) if s.python else t for t, s in zip(raw, specs)]
+            alive, *values = body(*unflatten(self.layouts[index], wrapped), *values)
+            if _always(alive):
+                following = self._receive(queues[index], specs, [tf.int32], wrap=False)
+            else:
+                following = tf.cond(alive, lambda: self._receive(
+                    queues[index], specs, [tf.int32], wrap=False), stop)
+            return (*following, *values)
+
+        start = (*first, *carried)
         try:
             out = tf.while_loop(lambda flag, *_: flag > 0, step, start, parallel_iterations=1)
         except ValueError as exc:  # a loop variable changes shape from one iteration on
             if "shape_invariants" not in str(exc):
                 raise
             self.unchecked = []
-            invariants = tuple(tf.TensorShape(None) for _ in start)
+            invariants = tuple(tf.TensorShape(None) if i > n else t.shape
+                               for i, t in enumerate(start))
             out = tf.while_loop(lambda flag, *_: flag > 0, step, start,
                                 shape_invariants=invariants, parallel_iterations=1)
         self.unchecked = outer
         flag, *values = out if isinstance(out, (list, tuple)) else (out,)
-        return (flag >= 0, *values)
+        return (flag >= 0, *values[n:])
 
     def branch(self, queues, index, then: Callable, orelse: Callable, carried: tuple):
         """An `if` the host decides: it sends 1 (the body), 0 (else) or -1 (cancel)."""
@@ -225,7 +236,7 @@ class _TraceRuntime:
 
     def proceed(self, alive, rest: Callable, carried: tuple):
         """Run the rest of a block after a loop or `if` unless the host cancelled inside."""
-        if tf.get_static_value(alive) is True:
+        if _always(alive):
             return rest()
         return tf.cond(alive, rest, lambda: self.end(carried, False))
 
@@ -278,14 +289,14 @@ class _TraceRuntime:
         return tf.constant(0, tf.int32)
 
     @staticmethod
-    def _receive(queue, specs: list[ValueSpec], flag: list):
+    def _receive(queue, specs: list[ValueSpec], flag: list, wrap: bool = True):
         dtypes = flag + [s.dtype for s in specs]
         parts = gen_data_flow_ops.queue_dequeue_v2(queue, dtypes)
         out = [tf.reshape(parts[0], [])] if flag else []
         for tensor, spec in zip(parts[len(flag):], specs):
             if spec.shape is not None:
                 tensor.set_shape(spec.shape)
-            out.append(HostValue(tensor, spec) if spec.python else tensor)
+            out.append(HostValue(tensor, spec) if spec.python and wrap else tensor)
         return out
 
 
@@ -319,6 +330,12 @@ def can_fail(op) -> bool:
         return op.inputs[0].dtype.is_integer
     return op.type not in _SHAPE_SAFE and any(
         not t.shape.is_fully_defined() for t in op.inputs)
+
+
+def _always(alive) -> bool:
+    """`alive` is True when the TF part is built (no cancel can happen there)."""
+    value = tf.get_static_value(alive)
+    return value is not None and bool(value)
 
 
 def _stateful_ops() -> list:
