@@ -54,7 +54,8 @@ def arg_fact(entry: tuple, value: Any) -> ArgFact:
         return ArgFact(Kind.HOST_DATA, dtype=entry[1], shape=entry[2], python_type="ndarray")
     if what in ("sequence", "mapping"):  # *args, **kwargs, a list of tensors
         kind = Kind.TENSOR if _all_tensors(entry) else Kind.HOST_DATA
-        return ArgFact(kind, python_type=type(value).__name__)
+        length = len(entry[2]) if what == "sequence" and kind == Kind.TENSOR else None
+        return ArgFact(kind, python_type=type(value).__name__, length=length)
     # an object (self, a trainer...): bound into the TF part, where only attribute chains
     # that lead to TF objects are read (each guarded by identity in the call key)
     return ArgFact(Kind.HOST, python_type=entry[1], constant=True, value=value)

@@ -72,6 +72,7 @@ class ArgFact:
     python_type: str = ""
     constant: bool = False
     value: Any = None
+    length: int | None = None  # a list or tuple of tensors: its length (fixed for the call)
 
 
 @dataclass(frozen=True)

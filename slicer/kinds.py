@@ -69,8 +69,11 @@ class _Inferer:
         elif isinstance(node, gast.For):
             self.expr(node.iter)
             counting = _is_range(node.iter) and anno.get(node.iter, Key.CONSTANT, False)
+            if not counting:
+                self._note_constant(node.target, False)
             self._bind_loop_target(node.target, node.iter)
-            self._note_constant(node.target, counting)
+            if counting:
+                self._note_constant(node.target, True)
             self.block(node.body)
             self.block(node.orelse)
         elif isinstance(node, gast.AnnAssign):
@@ -102,6 +105,11 @@ class _Inferer:
             anno.set(target, Key.KIND, Kind.HOST)
             self.bind(target.elts[0], Kind.PY_SCALAR, None)
             self._bind_loop_target(target.elts[1], iterable.args[0])
+            seq = iterable.args[0]
+            fact = self.facts.args.get(seq.id) if isinstance(seq, gast.Name) else None
+            if (fact is not None and fact.length is not None and seq.id not in self.rebound
+                    and isinstance(target.elts[0], gast.Name)):
+                self.constants.add(target.elts[0].id)  # the TF part unrolls this loop
         elif func == "zip" and isinstance(target, (gast.Tuple, gast.List)) and len(
                 target.elts) == len(iterable.args) and not iterable.keywords:
             anno.set(target, Key.KIND, Kind.HOST)

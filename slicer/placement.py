@@ -110,6 +110,11 @@ class _Placer:
         self.both: set[str] = set()
         self.fixed = {n for n, f in facts.args.items() if f.constant}  # folded arguments
         self.mirrored = False  # inside a statement the TF part follows (no Python values there)
+        rebound = {n.id for n in gast.walk(parsed.node) if isinstance(n, gast.Name)
+                   and isinstance(n.ctx, gast.Store)}
+        # lists and tuples of tensors whose length the call key fixes
+        self.sequences = {n for n, f in facts.args.items()
+                          if f.length is not None and n not in rebound}
 
     def block(self, stmts: list[gast.stmt]) -> None:
         for stmt in stmts:
@@ -161,17 +166,20 @@ class _Placer:
         """`for` over a range fixed for the call, or `if` on a value fixed for the call,
         whose body is TF work only: the TF part runs it whole, unrolled or with only the
         branch taken when it is built (the call key fixes the count or the branch)."""
+        sequence = False
         if isinstance(stmt, gast.For):
             header = stmt.iter
-            ok = isinstance(stmt.target, gast.Name) and not stmt.orelse and _is_range(header)
+            sequence = self._fixed_sequence(header)
+            ok = not stmt.orelse and (sequence or (
+                isinstance(stmt.target, gast.Name) and _is_range(header)))
             why = "loop fixed for the call, unrolled"
         elif isinstance(stmt, gast.If):
             header, ok, why = stmt.test, True, "branch fixed for the call"
         else:
             return False
-        ok = ok and anno.get(header, Key.CONSTANT) and all(
+        ok = ok and (sequence or anno.get(header, Key.CONSTANT) and all(
             n.id in self.both or n.id in self.fixed or n.id == "range"
-            for n in gast.walk(header) if isinstance(n, gast.Name))
+            for n in gast.walk(header) if isinstance(n, gast.Name)))
         if not ok or any(isinstance(n, _LEAVES) for n in _same_scope(stmt)):
             return False
         both = set(self.both)
@@ -239,6 +247,16 @@ class _Placer:
         self._set(stmt, Place.HOST, f"host: `{keyword}` decided on the host; the TF part "
                                     f"follows it ({follows})" + (f"; {why}" if sync else ""))
         return True
+
+    def _fixed_sequence(self, node: gast.expr) -> bool:
+        """A list or tuple of tensors of fixed length (an argument the call key describes
+        element by element), or enumerate/zip of such."""
+        if isinstance(node, gast.Name):
+            return node.id in self.sequences
+        return (isinstance(node, gast.Call) and isinstance(node.func, gast.Name)
+                and node.func.id in ("enumerate", "zip") and not node.keywords
+                and (len(node.args) == 1 or node.func.id == "zip")
+                and all(self._fixed_sequence(a) for a in node.args))
 
     def _both(self, stmt: gast.stmt) -> bool:
         if not (isinstance(stmt, gast.Assign) and all(

@@ -29,13 +29,27 @@ def test_for_over_a_list_of_tensors_carries_the_state_in_the_graph():
         w, u = _weights()
 
         def rnn(xs, h):
-            for x in xs:
+            for x in iter(xs):  # any host iterable: the TF part is told each iteration
                 h = tf.tanh(tf.matmul(x, w) + tf.matmul(h, u))
             return h
         return rnn, {"w": w, "u": u}
     under = check(make, [(XS, H0)] * 4 + [(XS[:3], H0)] * 3, graph_calls=5)
     text = gpe.explain(under.target, file=io.StringIO())
     assert "the host tells the TF part each iteration" in text, text
+
+
+def test_for_over_a_list_argument_is_unrolled():
+    def make(log):
+        w, u = _weights()
+
+        def rnn(xs, h):
+            for i, x in enumerate(xs):  # the call key fixes len(xs)
+                h = tf.tanh(tf.matmul(x, w) + tf.matmul(h, u)) * (1.0 + i)
+            return h
+        return rnn, {"w": w, "u": u}
+    under = check(make, [(XS, H0)] * 4 + [(XS[:3], H0)] * 3, graph_calls=5)
+    text = gpe.explain(under.target, file=io.StringIO())
+    assert "loop fixed for the call, unrolled" in text, text
 
 
 def test_for_over_enumerate_and_zip_with_updates_each_iteration():
