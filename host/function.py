@@ -34,6 +34,7 @@ MAX_VARIANTS = 16
 MAX_INT_VALUES = 4
 COMPARE_CALLS = 16  # sliced calls timed against the eager profile call
 WARM_CALLS = 2      # sliced calls before the timing starts
+SLICED_MARGIN = 0.9  # a variant stays sliced only if clearly faster than eager (noise)
 
 
 class GpeWarning(UserWarning):
@@ -199,7 +200,7 @@ class SlicedFunction:
             if len(variant.eager_runs) >= COMPARE_CALLS:
                 eager_s = statistics.median(variant.eager_runs)
                 variant.eager_runs = None
-                if variant.sliced_s > eager_s:
+                if variant.sliced_s > eager_s * SLICED_MARGIN:
                     variant.eager_faster = True
                     self._note(key, f"eager is faster ({eager_s * 1e6:.0f} us a call) than "
                                     f"sliced ({variant.sliced_s * 1e6:.0f} us a call)",
