@@ -9,7 +9,7 @@ from host.oracle import classify
 from slicer import ArgFact, Facts, Kind, Refusal, SlicePlan, slice_function
 
 
-def function(fn: Callable | None = None, *, profile_calls: int = 1, adaptive: bool = True):
+def function(fn: Callable | None = None, *, profile_calls: int = 3, adaptive: bool = True):
     """Slice `fn` into a host part and a TF part; use as `@gpe.function` or `@gpe.function()`.
 
     profile_calls: how many calls per argument signature run eagerly, observed, before

@@ -19,13 +19,16 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import tensorflow as tf
+
 from host import signature
 from host.call import EntryGuardFailed, Runtime
 from host.loader import load
 from host.session import Registration, Session, get_session
 from slicer import Refusal, SlicePlan, slice_function
 from slicer.plan import ChannelKind
-from tfprog.channels import Unsendable, flatten, relaxed, spec_of
+from tfprog.channels import Unsendable, flatten, spec_of
+from tfprog.channels import relaxed as relaxed_spec
 from tfprog.part import Part, PartError, build_part
 
 log = logging.getLogger("gpe")
@@ -49,11 +52,15 @@ class Stats:
     profile_calls: int = 0
     variants: int = 0
     fallbacks: dict[str, int] = field(default_factory=dict)
+    guard_failures: dict[str, int] = field(default_factory=dict)  # "expected X, got Y"
+    built: list[str] = field(default_factory=list)  # the assumptions of each variant
 
     def as_dict(self) -> dict[str, Any]:
         return {"calls": self.calls, "graph_calls": self.graph_calls,
                 "eager_calls": self.eager_calls, "profile_calls": self.profile_calls,
-                "variants": self.variants, "fallbacks": dict(self.fallbacks)}
+                "variants": self.variants, "fallbacks": dict(self.fallbacks),
+                "guard_failures": dict(self.guard_failures),
+                "variants_built": list(self.built)}
 
 
 class Variant:
@@ -96,7 +103,7 @@ class SlicedFunction:
     with no TF work, or one that cannot be sliced, becomes plain Python for good, and
     fallbacks are logged rather than warned about."""
 
-    def __init__(self, fn: Callable, profile_calls: int = 1, auto: bool = False,
+    def __init__(self, fn: Callable, profile_calls: int = 3, auto: bool = False,
                  adaptive: bool = True):
         self.fn = fn
         self.auto = auto
@@ -112,6 +119,10 @@ class SlicedFunction:
         self.profiles: dict[tuple, list] = {}
         self.refused: dict[tuple, str] = {}
         self.dynamic: set[str] = set()
+        self.shapes: dict[str, tuple] = {}  # a tensor argument's first shape
+        self.relaxed: dict[str, tuple] = {}  # argument -> dimensions any size may take
+        self.exact: set[str] = set()  # arguments whose relaxed variant could not be built
+        self.last_key: tuple | None = None  # the key of the variant built last
         self.host_only: set[str] = set()  # names seen not to fit a channel (see _build)
         self.int_values: dict[str, set[int]] = {}
         self.guards: tuple[str, ...] = ()  # captured names and paths (union over variants)
@@ -161,7 +172,9 @@ class SlicedFunction:
                 result = variant.host_fn(*args, **kwargs)
             except EntryGuardFailed as failed:  # raised before anything was sent
                 stats.graph_calls -= 1
-                self._note(key, str(failed))
+                reason = str(failed)
+                stats.guard_failures[reason] = stats.guard_failures.get(reason, 0) + 1
+                self._note(key, reason)
                 return self._eager(args, kwargs)
             finally:
                 session.exit_call()
@@ -170,7 +183,51 @@ class SlicedFunction:
             return result
         if key in self.refused:
             return self._eager(args, kwargs)
-        return self._first_calls(key, dict(values), args, kwargs)
+        if self.variants and key not in self.profiles:
+            self._guard_failed(key, values)
+            if self._relax(values) and self._key(values) in self.variants:
+                stats.calls -= 1
+                return self(*args, **kwargs)  # the relaxed variant takes this call
+        return self._first_calls(self._key(values), dict(values), args, kwargs)
+
+    def _guard_failed(self, key: tuple, values) -> None:
+        """Record why `key` matched no variant: the first difference from the last one."""
+        last, names = self.last_key, list(values)
+        reason = "a new argument signature"
+        for i, (old, new) in enumerate(zip(last, key)):
+            if old == new:
+                continue
+            if i < len(names):
+                reason = (f"argument {names[i]}: expected {signature.text(old)}, got "
+                          f"{signature.text(new)}")
+            else:
+                guard = self.guards[i - len(names)] if i - len(names) < len(self.guards) else "?"
+                reason = f"{guard}: expected the object seen when sliced, got another one"
+            break
+        failures = self.stats_.guard_failures
+        failures[reason] = failures.get(reason, 0) + 1
+        log.info("%s: guard failed: %s", self.__qualname__, reason)
+
+    def _relax(self, values) -> bool:
+        """A tensor argument whose shape changed (same rank) is described with None in the
+        dimensions that changed (JANUS: (4, 8) then (3, 8) gives (?, 8)); True if any was."""
+        changed = False
+        for name, value in values.items():
+            if name in self.exact or not (
+                    isinstance(value, tf.Tensor) or hasattr(value, "_gpe_pending")):
+                continue
+            shape = tuple(value.shape)
+            first = self.shapes.setdefault(name, shape)
+            if len(first) != len(shape) or first == shape:
+                continue
+            old = self.relaxed.get(name, (False,) * len(shape))
+            mask = tuple(o or a != b for o, a, b in zip(old, first, shape))
+            if mask != old:
+                self.relaxed[name], changed = mask, True
+                log.info("%s: argument %s changed shape; relaxed to any size in dimension(s) "
+                         "%s", self.__qualname__, name,
+                         ", ".join(str(i) for i, r in enumerate(mask) if r))
+        return changed
 
     def _compare_with_eager(self, variant: "Variant", seconds: float) -> None:
         """Time COMPARE_CALLS sliced calls: the host's time inside them plus the wait for the
@@ -236,7 +293,7 @@ class SlicedFunction:
     def _key(self, values) -> tuple:
         """The call's guard: argument descriptions, and the identity of every object a TF
         part captured (a rebound global, another `self`, a replaced layer all differ)."""
-        described = tuple(signature.describe(v, n in self.dynamic) for n, v in values.items())
+        described = self._described(values)
         if not self.guards:
             return described
         lookup = self.lookup
@@ -255,8 +312,13 @@ class SlicedFunction:
                     log.debug("%s: argument %s keeps changing; sent as a value from now on",
                               self.__qualname__, name)
 
+    def _described(self, values) -> tuple:
+        relaxed = self.relaxed
+        return tuple(signature.describe(v, n in self.dynamic, relaxed.get(n))
+                     for n, v in values.items())
+
     def _plan(self, key, values) -> SlicePlan:
-        described = tuple(signature.describe(v, n in self.dynamic) for n, v in values.items())
+        described = self._described(values)
         facts = dataclasses.replace(signature.facts_for(described, values),
                                     host_only=frozenset(self.host_only))
         plan = slice_function(self.fn, facts)
@@ -278,7 +340,7 @@ class SlicedFunction:
 
     def _build(self, key, plan: SlicePlan, values, runs) -> None:
         try:
-            specs, layouts = _specs(plan, runs)
+            specs, layouts = _specs(plan, runs, self.relaxed)
             variant = Variant(self, plan, {n: values[n] for n in plan.bound}, values)
             variant.build(specs, layouts)
             if not self.adaptive:
@@ -293,11 +355,23 @@ class SlicedFunction:
             self._refuse(key, str(exc))
             return
         except (PartError, Refusal) as exc:
+            relaxed = [n for n in self.relaxed if n in values]
+            if relaxed:  # built for exact shapes instead (a variant per shape)
+                self.exact.update(relaxed)
+                for name in relaxed:
+                    del self.relaxed[name]
+                self.profiles.pop(key, None)
+                log.info("%s: no variant for any size of %s (%s); one per shape instead",
+                         self.__qualname__, ", ".join(relaxed), exc)
+                return
             self._refuse(key, str(exc))
             return
         self.guards = tuple(sorted(set(self.guards) | set(plan.captures)))
-        self.variants[self._key(values)] = variant
+        self.last_key = self._key(values)
+        self.variants[self.last_key] = variant
         self.stats_.variants += 1
+        self.stats_.built.append(", ".join(
+            f"{n}: {signature.text(e)}" for n, e in zip(values, self._described(values))))
 
     def _refuse(self, key, reason: str) -> None:
         self.refused[key] = reason
@@ -341,6 +415,20 @@ class _BoundSliced:
         return self._sliced.stats()
 
 
+def _relax_entry(channel, layouts, found, relaxed) -> list:
+    out, i = [], 0
+    for name, layout in zip(channel.names, layouts):
+        n = 1 if layout is None else len(tf.nest.flatten(layout))
+        for spec in found[i:i + n]:
+            mask = relaxed.get(name) if layout is None else None
+            if mask is not None and spec.shape is not None and len(mask) == len(spec.shape):
+                spec = dataclasses.replace(spec, shape=tuple(
+                    None if r else d for d, r in zip(spec.shape, mask)))
+            out.append(spec)
+        i += n
+    return out
+
+
 def _sendable(value) -> bool:
     try:
         spec_of(value)
@@ -349,8 +437,10 @@ def _sendable(value) -> bool:
     return True
 
 
-def _specs(plan: SlicePlan, runs: list[dict[int, list]]) -> tuple[dict, dict]:
-    """Channel specs and layouts from what the profile calls saw crossing host->TF."""
+def _specs(plan: SlicePlan, runs: list[dict[int, list]],
+           relaxed: dict[str, tuple]) -> tuple[dict, dict]:
+    """Channel specs and layouts from what the profile calls saw crossing host->TF (an
+    entry value of an argument with relaxed dimensions takes any size there)."""
     specs, layouts = {}, {}
     for channel in plan.channels:
         if not channel.to_tf:
@@ -369,6 +459,8 @@ def _specs(plan: SlicePlan, runs: list[dict[int, list]]) -> tuple[dict, dict]:
                              f"{channel.lineno})", bad)
         layouts[channel.index] = [layout for layout, _ in pairs]
         found = [spec_of(leaf) for _, leaves in pairs for leaf in leaves]
-        specs[channel.index] = found if channel.kind == ChannelKind.ENTRY else [
-            relaxed(s) for s in found]
+        if channel.kind == ChannelKind.ENTRY:
+            specs[channel.index] = _relax_entry(channel, layouts[channel.index], found, relaxed)
+        else:
+            specs[channel.index] = [relaxed_spec(s) for s in found]
     return specs, layouts

@@ -19,12 +19,16 @@ _FOLDED = (bool, int, str, type(None))
 MAX_DESCRIBED = 32  # longer tuples, lists and dicts are described by their type only
 
 
-def describe(value: Any, dynamic: bool = False) -> tuple:
-    """One argument's part of the cache key. `dynamic`: send ints instead of folding them."""
+def describe(value: Any, dynamic: bool = False, relaxed: tuple | None = None) -> tuple:
+    """One argument's part of the cache key. `dynamic`: send ints instead of folding them;
+    `relaxed`: for a tensor, the dimensions described as None (any size)."""
     if isinstance(value, tf.Variable):
         return ("variable", id(value))
     if hasattr(value, "_gpe_pending") or isinstance(value, tf.Tensor):
-        return ("tensor", value.dtype.name, tuple(value.shape))
+        shape = tuple(value.shape)
+        if relaxed is not None and len(relaxed) == len(shape):
+            shape = tuple(None if r else d for d, r in zip(shape, relaxed))
+        return ("tensor", value.dtype.name, shape)
     if type(value) in _FOLDED and not (dynamic and type(value) is int):
         return ("constant", type(value).__name__, value)
     if type(value) in (float, int, complex):
@@ -76,6 +80,27 @@ def facts_for(key: tuple, bound: dict[str, Any], assumed: str = "") -> Facts:
     args = {name: arg_fact(entry, bound[name]) for name, entry in zip(bound, key)}
     objects = {name: bound[name] for name, entry in zip(bound, key) if entry[0] == "object"}
     return Facts(args=args, classify=oracle.classify, assumed=assumed, objects=objects)
+
+
+def text(entry: tuple) -> str:
+    """A described argument, for messages ("expected X, got Y")."""
+    what = entry[0]
+    if what == "tensor":
+        dims = ", ".join("?" if d is None else str(d) for d in entry[2])
+        return f"tensor {entry[1]}({dims})"
+    if what == "constant":
+        return f"{entry[1]} {entry[2]!r}"
+    if what == "python":
+        return f"a {entry[1]}"
+    if what == "array":
+        return f"array {entry[1]}{entry[2]}"
+    if what == "sequence":
+        return f"{entry[1]} of {len(entry[2])} (" + ", ".join(text(e) for e in entry[2]) + ")"
+    if what == "mapping":
+        return "dict (" + ", ".join(f"{k}: {text(e)}" for k, e in entry[1]) + ")"
+    if what == "variable":
+        return "a tf.Variable"
+    return f"a {entry[1]}"
 
 
 _MISSING = object()

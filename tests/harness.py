@@ -84,6 +84,9 @@ def run(make: Callable, calls: list[tuple] | None, sliced: bool, **options) -> R
     fn, variables = made[0], made[1]
     if calls is None:
         calls = made[2]
+    # one profile call (not gpe's default 3) unless a test asks: the slicing tests count
+    # sliced calls as "all but the first"; tests of speculation use the default
+    options.setdefault("profile_calls", 1)
     target = gpe.function(fn, **options) if sliced else fn
     out = io.StringIO()
     results: list = []

@@ -63,7 +63,7 @@ def test_gpe_run_matches_plain_python_and_reports(tmp_path):
     assert sliced.returncode == 0, sliced.stderr[-2000:]
     assert sliced.stdout == plain.stdout
     report = sliced.stderr[sliced.stderr.index("gpe report"):]
-    assert "step: 6 calls, 5 sliced, 1 eager" in report
+    assert "step: 6 calls, 3 sliced, 3 eager" in report  # 3 profile calls, then sliced
     assert "loss_fn: 1 calls" in report          # a function of a module next to the script
     assert "fmt" not in report                    # no TF work: plain Python
     assert "function(s) ran as plain Python" in report

@@ -33,7 +33,7 @@ def test_unsupported_statement_runs_eagerly_with_one_warning():
 def test_error_inside_graph_raises_eager_type_and_session_recovers():
     def pick(x, i):
         return tf.gather(x, i) * 2.0
-    sliced = gpe.function(pick)
+    sliced = gpe.function(pick, profile_calls=1)
     assert float(sliced(X, tf.constant(1))) == 4.0
     assert float(sliced(X, tf.constant(2))) == 6.0
     with pytest.raises(tf.errors.InvalidArgumentError, match="indices"):
@@ -48,7 +48,7 @@ def test_host_runs_ahead_of_graph_until_it_needs_a_value():
     def step(x):
         v.assign_add(tf.reduce_sum(x))
         return v.read_value()
-    sliced = gpe.function(step, adaptive=False)  # this test is about the sliced path
+    sliced = gpe.function(step, profile_calls=1, adaptive=False)  # this test is about the sliced path
     sliced(X)
     with eager_ops() as counts:
         results = [sliced(X) for _ in range(50)]  # no value is needed: nothing waits
@@ -61,7 +61,7 @@ def test_host_runs_ahead_of_graph_until_it_needs_a_value():
 def test_many_unread_values_do_not_fill_the_queue():
     def step(x):
         return x * 2.0
-    sliced = gpe.function(step, adaptive=False)
+    sliced = gpe.function(step, profile_calls=1, adaptive=False)
     for _ in range(300):
         sliced(X)
     assert np.array_equal(sliced(X).numpy(), (X * 2.0).numpy())
@@ -82,7 +82,7 @@ def test_interpreter_exit_does_not_hang(tmp_path):
         def step(x):
             v.assign_add(x)
             return v.read_value()
-        s = gpe.function(step)
+        s = gpe.function(step, profile_calls=1)
         for i in range(5):
             r = s(tf.constant(1.0))
         print(float(r), s.stats()["graph_calls"])
@@ -132,14 +132,14 @@ def heavy(x):
 def test_a_stuck_wait_raises_naming_channel_and_function_then_session_recovers():
     from host.session import get_session
     from host.watchdog import GpeTimeoutError
-    sliced = gpe.function(heavy)
+    sliced = gpe.function(heavy, profile_calls=1)
     small = tf.ones([4, 4])
     big = tf.ones([2000, 2000])
     sliced(small)
     session = get_session()
     old, session.wait_timeout = session.wait_timeout, 0.05
     try:
-        big_sliced = gpe.function(heavy)
+        big_sliced = gpe.function(heavy, profile_calls=1)
         big_sliced(big)  # profile call, eager
         with pytest.raises(GpeTimeoutError, match=r"channel .*heavy.*test_runtime.py"):
             for _ in range(3):
@@ -161,7 +161,7 @@ def test_ctrl_c_during_a_wait_raises_keyboard_interrupt_at_once(tmp_path):
             e = tf.matmul(d, d) / 1000.0
             f = tf.matmul(e, e) / 1000.0
             return tf.reduce_sum(f)
-        s = gpe.function(heavy)
+        s = gpe.function(heavy, profile_calls=1)
         s(tf.ones([4, 4])); s(tf.ones([4, 4]))
         big = tf.ones([2500, 2500])
         s(big)  # profile call (eager)
@@ -189,7 +189,7 @@ def test_calls_from_several_threads_never_interleave():
     def scale(x, k):
         y = x * k
         return tf.reduce_sum(y) + k
-    sliced = gpe.function(scale, adaptive=False)  # about interleaving, not speed
+    sliced = gpe.function(scale, profile_calls=1, adaptive=False)  # about interleaving, not speed
     sliced(X, 1.0)
     errors = []
 
@@ -213,7 +213,7 @@ def test_calls_from_several_threads_never_interleave():
 def test_sliced_function_called_inside_another_runs_correctly():
     def make(log):
         v = tf.Variable(1.0)
-        inner = gpe.function(lambda_free_inner)
+        inner = gpe.function(lambda_free_inner, profile_calls=1)
 
         def outer(x):
             v.assign_add(tf.reduce_sum(x))
@@ -237,7 +237,7 @@ def test_entry_value_that_no_longer_fits_runs_that_call_eagerly():
 
     def scaled(x):
         return x * GLOBAL_SCALE
-    sliced = gpe.function(scaled)
+    sliced = gpe.function(scaled, profile_calls=1)
     GLOBAL_SCALE = 2.0
     assert np.array_equal(sliced(X).numpy(), (X * 2.0).numpy())
     assert np.array_equal(sliced(X).numpy(), (X * 2.0).numpy())
@@ -262,7 +262,7 @@ def test_a_function_faster_eagerly_becomes_plain_and_a_heavy_one_stays_sliced():
         return tf.reduce_sum(tf.matmul(d, d))
 
     small, medium = tf.constant(1.0), tf.ones([32, 32]) / 32
-    sliced_tiny, sliced_heavy = gpe.function(tiny), gpe.function(heavy_step)
+    sliced_tiny, sliced_heavy = gpe.function(tiny, profile_calls=1), gpe.function(heavy_step, profile_calls=1)
     for _ in range(40):
         assert float(sliced_tiny(small)) == 2.0
         assert float(sliced_heavy(medium)) == float(heavy_step(medium))

@@ -90,7 +90,8 @@ def matches(spec: ValueSpec, value) -> bool:
     except Unsendable:
         return False
     return other.dtype == spec.dtype and other.python == spec.python and (
-        spec.shape is None or other.shape == spec.shape)
+        spec.shape is None or (len(other.shape) == len(spec.shape) and all(
+            a is None or a == b for a, b in zip(spec.shape, other.shape))))
 
 
 def make_queue(dtypes: list[tf.DType], to_tf: bool) -> tf.queue.FIFOQueue:
