@@ -22,8 +22,13 @@ class GuardError(RuntimeError):
 
 
 class EntryGuardFailed(Exception):
-    """A value sent when a call starts does not fit its channel; nothing was sent, so the
+    """A value sent when a call starts does not fit its channel, or differs from the
+    constant the TF part was built with (`name` is then set); nothing was sent, so the
     caller runs this call eagerly instead."""
+
+    def __init__(self, message: str, name: str | None = None):
+        super().__init__(message)
+        self.name = name
 
 
 def to_components(values, specs: list[ValueSpec], layouts: list, label: str) -> list:
@@ -67,6 +72,7 @@ class Runtime:
         first = plan.channel(plan.sites[0]) if plan.sites else None
         self.entry = first.index if first is not None and first.kind == ChannelKind.ENTRY else None
         self.waits = variant.part.waits
+        self.folded = variant.folded  # [(name, index in the entry values, constant)]
         self.start_pos = 0 if self.entry is not None else -1  # begin sends the entry
         # where the host leaves a call: (channels to drain, (channel to cancel, kind) or None)
         self.routes = tuple(
@@ -88,6 +94,11 @@ class Runtime:
                                            channel.layouts, channel.label)
             except GuardError as exc:
                 raise EntryGuardFailed(str(exc)) from None
+            for name, index, constant in self.folded:
+                value = entry_values[index]
+                if type(value) is not type(constant) or value != constant:
+                    raise EntryGuardFailed(f"{name}: expected {constant!r}, got {value!r}",
+                                           name)
         try:
             session.start_call(registration.index)
         except tf.errors.OpError as exc:

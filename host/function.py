@@ -35,6 +35,8 @@ log = logging.getLogger("gpe")
 
 MAX_VARIANTS = 16
 MAX_INT_VALUES = 4
+MAX_SHAPES = 2  # exact shapes of a tensor argument before its changing dimensions relax
+MAX_PATH_VALUES = 2  # values of a number on an object (a flag, a rate) folded before it is sent
 COMPARE_CALLS = 16  # sliced calls timed against the eager profile call
 WARM_CALLS = 2      # sliced calls before the timing starts
 SLICED_MARGIN = 0.9  # a variant stays sliced only if clearly faster than eager (noise)
@@ -77,14 +79,18 @@ class Variant:
         self.sliced_s = 0.0
         self.eager_runs: list | None = None  # eager call times, while measuring them
         self.eager_faster = False
+        self.folded: list = []  # entry values used as constants: (name, index, value)
         # what the TF part captured when traced (held: their ids are in the call key)
         self.held = [signature.resolve(g, bound_values, owner.lookup) for g in plan.captures]
 
-    def build(self, specs, layouts) -> None:
+    def build(self, specs, layouts, folded) -> None:
+        """folded: {entry leaf position: (name, index in the entry values, constant)}."""
         fn = self.owner.fn
         factory = lambda rt, k: load(self.plan.tf_source, None, fn,  # noqa: E731
                                      {"_gpe_rt": rt, "_gpe_k": k}, signature=False)
-        self.part = build_part(self.plan, factory, self.bound, specs, layouts)
+        self.folded = list(folded.values())
+        self.part = build_part(self.plan, factory, self.bound, specs, layouts,
+                               {pos: value for pos, (_, _, value) in folded.items()})
         self.host_fn = load(self.plan.host_source, self.plan.host_tree, fn,
                             {"_gpe_rt": Runtime(self)})
 
@@ -119,9 +125,13 @@ class SlicedFunction:
         self.profiles: dict[tuple, list] = {}
         self.refused: dict[tuple, str] = {}
         self.dynamic: set[str] = set()
-        self.shapes: dict[str, tuple] = {}  # a tensor argument's first shape
+        self.shapes: dict[str, list] = {}  # a tensor argument's shapes seen
         self.relaxed: dict[str, tuple] = {}  # argument -> dimensions any size may take
         self.exact: set[str] = set()  # arguments whose relaxed variant could not be built
+        self.fold_failures: dict[str, int] = {}  # entry values that broke their constant
+        self.path_values: dict[str, set] = {}  # values seen of numbers read by paths
+        self.dynamic_paths: set[str] = set()   # ...that change too often to be folded
+        self.unfolded: set[str] = set()  # entry values never used as constants again
         self.last_key: tuple | None = None  # the key of the variant built last
         self.host_only: set[str] = set()  # names seen not to fit a channel (see _build)
         self.int_values: dict[str, set[int]] = {}
@@ -174,7 +184,10 @@ class SlicedFunction:
                 stats.graph_calls -= 1
                 reason = str(failed)
                 stats.guard_failures[reason] = stats.guard_failures.get(reason, 0) + 1
-                self._note(key, reason)
+                if failed.name is not None:
+                    self._unfold(key, failed.name)
+                else:
+                    self._note(key, reason)
                 return self._eager(args, kwargs)
             finally:
                 session.exit_call()
@@ -190,6 +203,17 @@ class SlicedFunction:
                 return self(*args, **kwargs)  # the relaxed variant takes this call
         return self._first_calls(self._key(values), dict(values), args, kwargs)
 
+    def _unfold(self, key, name: str) -> None:
+        """A value the variant was built with as a constant changed: build again (after new
+        profile calls); one that changed twice is sent as a value from then on."""
+        count = self.fold_failures[name] = self.fold_failures.get(name, 0) + 1
+        if count >= 2:
+            self.unfolded.add(name)
+        self.variants.pop(key, None)
+        self.profiles.pop(key, None)
+        log.info("%s: %s changed; slicing again%s", self.__qualname__, name,
+                 " (sent as a value from now on)" if count >= 2 else "")
+
     def _guard_failed(self, key: tuple, values) -> None:
         """Record why `key` matched no variant: the first difference from the last one."""
         last, names = self.last_key, list(values)
@@ -202,26 +226,47 @@ class SlicedFunction:
                           f"{signature.text(new)}")
             else:
                 guard = self.guards[i - len(names)] if i - len(names) < len(self.guards) else "?"
-                reason = f"{guard}: expected the object seen when sliced, got another one"
+                if isinstance(old, tuple) and isinstance(new, tuple):  # Python numbers
+                    reason = f"{guard}: expected {old[1]!r}, got {new[1]!r}"
+                    self._note_path_value(guard, new)
+                else:
+                    reason = f"{guard}: expected the object seen when sliced, got another one"
             break
         failures = self.stats_.guard_failures
         failures[reason] = failures.get(reason, 0) + 1
         log.info("%s: guard failed: %s", self.__qualname__, reason)
 
+    def _note_path_value(self, path: str, value: tuple) -> None:
+        """A Python number read by the TF part when built keeps changing: after
+        MAX_PATH_VALUES values it is sent as a value instead (no more variants for it)."""
+        seen = self.path_values.setdefault(path, set())
+        seen.add(value)
+        if len(seen) > MAX_PATH_VALUES:
+            self.dynamic_paths.add(path)
+            self.guards = tuple(g for g in self.guards if g != path)
+            log.info("%s: %s keeps changing; sent as a value from now on",
+                     self.__qualname__, path)
+
     def _relax(self, values) -> bool:
-        """A tensor argument whose shape changed (same rank) is described with None in the
-        dimensions that changed (JANUS: (4, 8) then (3, 8) gives (?, 8)); True if any was."""
+        """A tensor argument that keeps changing shape (same rank; a third shape) is
+        described with None in the dimensions that changed (JANUS: (4, 8), (3, 8), (5, 8)
+        give (?, 8)); True if any was. Two shapes (a smaller last batch) get an exact
+        variant each: exact shapes keep every op's checks static, so the host runs ahead."""
         changed = False
         for name, value in values.items():
             if name in self.exact or not (
                     isinstance(value, tf.Tensor) or hasattr(value, "_gpe_pending")):
                 continue
             shape = tuple(value.shape)
-            first = self.shapes.setdefault(name, shape)
-            if len(first) != len(shape) or first == shape:
+            seen = self.shapes.setdefault(name, [])
+            if shape not in seen:
+                seen.append(shape)
+            first = seen[0]
+            if len(seen) <= MAX_SHAPES or len(first) != len(shape) or first == shape:
                 continue
             old = self.relaxed.get(name, (False,) * len(shape))
-            mask = tuple(o or a != b for o, a, b in zip(old, first, shape))
+            mask = tuple(o or any(s[i] != first[i] for s in seen if len(s) == len(first))
+                         for i, o in enumerate(old))
             if mask != old:
                 self.relaxed[name], changed = mask, True
                 log.info("%s: argument %s changed shape; relaxed to any size in dimension(s) "
@@ -273,6 +318,8 @@ class SlicedFunction:
             if len(self.variants) >= MAX_VARIANTS:
                 self._refuse(key, f"more than {MAX_VARIANTS} argument signatures")
                 return self._eager(args, kwargs)
+            if self._relax(values):  # the first shapes are recorded here
+                key = self._key(values)
             self._mark_dynamic(key, values)
             try:
                 plan = self._plan(key, values)
@@ -297,7 +344,8 @@ class SlicedFunction:
         if not self.guards:
             return described
         lookup = self.lookup
-        return described + tuple(id(signature.resolve(g, values, lookup)) for g in self.guards)
+        return described + tuple(_guard_value(signature.resolve(g, values, lookup))
+                                 for g in self.guards)
 
     def _mark_dynamic(self, key, values) -> None:
         """An int argument folded into the TF part as a constant (a loop count, an index)
@@ -320,7 +368,8 @@ class SlicedFunction:
     def _plan(self, key, values) -> SlicePlan:
         described = self._described(values)
         facts = dataclasses.replace(signature.facts_for(described, values),
-                                    host_only=frozenset(self.host_only))
+                                    host_only=frozenset(self.host_only),
+                                    dynamic_paths=frozenset(self.dynamic_paths))
         plan = slice_function(self.fn, facts)
         self.last_plan = plan
         log.debug("sliced %s\n--- host ---\n%s\n--- TF ---\n%s", self.__qualname__,
@@ -341,8 +390,9 @@ class SlicedFunction:
     def _build(self, key, plan: SlicePlan, values, runs) -> None:
         try:
             specs, layouts = _specs(plan, runs, self.relaxed)
+            folded = _stable_entry_values(plan, runs, layouts, self.unfolded)
             variant = Variant(self, plan, {n: values[n] for n in plan.bound}, values)
-            variant.build(specs, layouts)
+            variant.build(specs, layouts, folded)
             if not self.adaptive:
                 variant.timing = None
         except Unsendable as exc:
@@ -367,11 +417,16 @@ class SlicedFunction:
             self._refuse(key, str(exc))
             return
         self.guards = tuple(sorted(set(self.guards) | set(plan.captures)))
+        for guard in self.guards:
+            value = _guard_value(signature.resolve(guard, values, self.lookup))
+            if isinstance(value, tuple):
+                self.path_values.setdefault(guard, set()).add(value)
         self.last_key = self._key(values)
         self.variants[self.last_key] = variant
         self.stats_.variants += 1
         self.stats_.built.append(", ".join(
-            f"{n}: {signature.text(e)}" for n, e in zip(values, self._described(values))))
+            [f"{n}: {signature.text(e)}" for n, e in zip(values, self._described(values))]
+            + [f"{name} = {value!r}" for name, _, value in variant.folded]))
 
     def _refuse(self, key, reason: str) -> None:
         self.refused[key] = reason
@@ -413,6 +468,39 @@ class _BoundSliced:
 
     def stats(self):
         return self._sliced.stats()
+
+
+FOLDABLE = (bool, int, float)
+
+
+def _guard_value(obj) -> Any:
+    """A captured object's part of the call key: its identity, or for a Python number (read
+    by the TF part as a constant) its type and value."""
+    if type(obj) in FOLDABLE:
+        return (type(obj).__name__, obj)
+    return id(obj)
+
+
+def _stable_entry_values(plan: SlicePlan, runs, layouts, unfolded) -> dict:
+    """Python numbers sent when the call starts that every profile call saw the same (JANUS:
+    a stable value is folded into the graph as a constant, its value guarded):
+    {leaf position: (name, index among the entry values, value)}. One profile call cannot
+    tell a stable value: nothing is folded then."""
+    entry = next((c for c in plan.channels if c.kind == ChannelKind.ENTRY), None)
+    if entry is None or len(runs) < 2 or any(entry.index not in run for run in runs):
+        return {}
+    out, position = {}, 0
+    for i, (name, layout) in enumerate(zip(entry.names, layouts[entry.index])):
+        if layout is not None:
+            position += len(tf.nest.flatten(layout))
+            continue
+        seen = [run[entry.index][i] for run in runs]
+        first = seen[0]
+        if (name not in unfolded and type(first) in FOLDABLE and first == first
+                and all(type(v) is type(first) and v == first for v in seen)):
+            out[position] = (name, i, first)
+        position += 1
+    return out
 
 
 def _relax_entry(channel, layouts, found, relaxed) -> list:

@@ -84,3 +84,5 @@ class Facts:
     objects: Mapping[str, Any] = field(default_factory=dict)  # values of object arguments
     assumed: str = ""  # human-readable note of what was assumed (for explain)
     host_only: frozenset = frozenset()  # names whose values a profile call saw cannot cross
+    # attribute chains holding Python numbers that keep changing: sent, not folded
+    dynamic_paths: frozenset = frozenset()

@@ -15,7 +15,7 @@ import gast
 
 from slicer import anno
 from slicer.anno import Key
-from slicer.facts import (CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES,
+from slicer.facts import (CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES, TF_CALLABLES,
                           STRUCTURAL_BUILTINS,
                           TF_KINDS, VARIABLE_EFFECT_METHODS, Facts, Kind)
 from slicer.parser import MISSING, Parsed
@@ -47,6 +47,7 @@ class _Inferer:
         self.parsed, self.facts, self.env = parsed, facts, env
         self.local_names = _bound_names(parsed.node)
         self.rebound = _stored_names(parsed.node)  # arguments the function reassigns
+        self.mutated = self._mutated_roots()  # objects whose attributes may change here
         self.constants = {n for n, f in facts.args.items()  # names fixed for the call
                           if f.constant and f.kind in (Kind.PY_SCALAR, Kind.HOST_DATA)}
 
@@ -119,6 +120,9 @@ class _Inferer:
             kind = anno.get(iterable, Key.KIND)
             self.bind(target, Kind.TENSOR if kind in (Kind.TENSOR, Kind.VARIABLE)
                       else Kind.HOST, None)
+
+    def _mutated_roots(self) -> set[str]:
+        return _mutated_roots(self.parsed.node, self.facts.objects, self.classify)
 
     def _note_constant(self, target: gast.AST, constant: bool) -> None:
         names = [n.id for n in gast.walk(target) if isinstance(n, gast.Name)]
@@ -205,6 +209,13 @@ class _Inferer:
             if kind in _CAPTURABLE and _stable(value):
                 anno.set(node, Key.PATH, _dotted(node))
                 return kind
+            if (type(value) in (bool, int, float) and root.id not in self.mutated
+                    and _dotted(node) not in self.facts.dynamic_paths):
+                # a Python number on an object: the TF part reads it when built, as
+                # eager code would see it; the call key guards its value (JANUS folding)
+                anno.set(node, Key.PATH, _dotted(node))
+                anno.set(node, Key.CONSTANT, True)
+                return Kind.PY_SCALAR
             if kind in _CAPTURABLE and root is not node.value:
                 return kind  # e.g. self.model.trainable_variables, self.opt.apply_gradients
             return Kind.HOST
@@ -343,6 +354,30 @@ def _stable(value: Any) -> bool:
     """An object kept as an attribute (a variable, a layer), not one made on each access
     (a bound method, a property's fresh list): only those are guarded by identity."""
     return not (inspect.ismethod(value) or isinstance(value, (list, tuple)))
+
+
+def _mutated_roots(fn: gast.FunctionDef, objects, classify) -> set[str]:
+    """Names whose objects this function may change: an attribute or item of theirs is
+    assigned, one of their methods (or a method of an attribute) that is not TF's is
+    called, or they are passed to a call."""
+    roots = set()
+    for node in gast.walk(fn):
+        if isinstance(node, (gast.Attribute, gast.Subscript)) and isinstance(
+                node.ctx, (gast.Store, gast.Del)):
+            root = _chain_root(node.value if isinstance(node, gast.Subscript) else node)
+            if root is not None:
+                roots.add(root.id)
+        elif isinstance(node, gast.Call):
+            root = _chain_root(node.func) if isinstance(node.func, gast.Attribute) else None
+            if root is not None:
+                value = _chain_value(node.func, objects[root.id]) if root.id in objects \
+                    else MISSING
+                if value is MISSING or classify(value) not in TF_CALLABLES | _CAPTURABLE:
+                    roots.add(root.id)  # self.update(), self.history.append(...)
+            for arg in node.args + [k.value for k in node.keywords]:
+                if isinstance(arg, gast.Name):
+                    roots.add(arg.id)
+    return roots
 
 
 def _chain_root(node: gast.AST) -> gast.Name | None:

@@ -51,6 +51,9 @@ class HostValue(core.Tensor):
     def shape(self):
         return self._tensor.shape
 
+    def get_shape(self):
+        return self._tensor.shape
+
     def _like(self, other):
         """This value as an operand next to `other`, converted as eager converts it."""
         if isinstance(other, (tf.Tensor, tf.Variable)):
@@ -120,6 +123,7 @@ class Part:
     layouts: dict[int, list] = dataclasses.field(default_factory=dict)  # see channels.flatten
     waits: frozenset[int] = frozenset()  # CHECK channels the host must wait on
     uid: int = 0                         # names its ops' scopes (see LINE_SCOPE)
+    folded: dict = dataclasses.field(default_factory=dict)  # entry leaf -> constant used
 
     @property
     def function_name(self) -> str:
@@ -138,8 +142,8 @@ class _TraceRuntime:
     """What the TF program calls as `_gpe_rt` while it is traced."""
 
     def __init__(self, plan: SlicePlan, specs: dict[int, list[ValueSpec]],
-                 layouts: dict[int, list]):
-        self.plan, self.specs, self.layouts = plan, specs, layouts
+                 layouts: dict[int, list], folded: dict[int, Any]):
+        self.plan, self.specs, self.layouts, self.folded = plan, specs, layouts, folded
         self.uid = next(_part_ids)
         self.callees: dict = {}
         self.waits: set[int] = set()
@@ -173,7 +177,12 @@ class _TraceRuntime:
         self.barrier(queues, index)
 
     def entry(self, queues, index):
-        return unflatten(self.layouts[index], self._receive(queues[index], self.specs[index], []))
+        """The values sent when the call starts; a Python number the profile calls always
+        saw the same is used as that constant instead (the host guards its value)."""
+        leaves = self._receive(queues[index], self.specs[index], [])
+        for position, value in self.folded.items():
+            leaves[position] = value
+        return unflatten(self.layouts[index], leaves)
 
     def gate(self, queues, index, segment: Callable, carried: tuple):
         """Wait for the host; run the rest of the block (`segment`) only if it says go on.
@@ -345,10 +354,13 @@ def _stateful_ops() -> list:
 
 
 def build_part(plan: SlicePlan, tf_factory: Callable[..., Callable], bound: dict[str, Any],
-               specs: dict[int, list[ValueSpec]], layouts: dict[int, list]) -> Part:
-    """Trace the TF program. `tf_factory(runtime, bound)` returns the `_gpe_tf` function."""
+               specs: dict[int, list[ValueSpec]], layouts: dict[int, list],
+               folded: dict[int, Any] | None = None) -> Part:
+    """Trace the TF program. `tf_factory(runtime, bound)` returns the `_gpe_tf` function.
+    folded: entry leaf position -> the Python number the TF part uses there."""
     specs = dict(specs)
-    runtime = _TraceRuntime(plan, specs, layouts)
+    folded = dict(folded or {})
+    runtime = _TraceRuntime(plan, specs, layouts, folded)
     program = tf_factory(runtime, bound)
 
     def traced(*queues):
@@ -365,4 +377,4 @@ def build_part(plan: SlicePlan, tf_factory: Callable[..., Callable], bound: dict
     except Exception as exc:  # tracing user code can raise anything
         raise PartError(f"tracing the TF part failed: {type(exc).__name__}: {exc}") from exc
     return Part(plan=plan, function=concrete, specs=specs, layouts=layouts,
-                waits=frozenset(runtime.waits), uid=runtime.uid)
+                waits=frozenset(runtime.waits), uid=runtime.uid, folded=folded)

@@ -1,0 +1,160 @@
+"""Differential tests: speculation. Each program changes something between calls that a
+variant was specialised on; every call must still match eager (results, variables, side
+effects), the change must show in fn.stats() as a guard failure, and the calls after it
+must run sliced again. gpe's default of 3 profile calls is used throughout.
+"""
+import types
+
+import numpy as np
+import tensorflow as tf
+
+import gpe
+from harness import check
+from host.opcount import eager_ops, user_ops
+
+RNG = np.random.default_rng(11)
+
+
+def batch(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return (tf.constant(rng.normal(size=(n, 6)).astype(np.float32)),
+            tf.constant(rng.normal(size=(n, 2)).astype(np.float32)))
+
+
+def _linear():
+    rng = np.random.default_rng(5)
+    return (tf.Variable(rng.normal(size=(6, 2)).astype(np.float32)),
+            tf.Variable(np.zeros(2, np.float32)))
+
+
+def test_a_smaller_last_batch_then_a_third_size_relaxes_the_batch_dimension():
+    def make(log):
+        w, b = _linear()
+
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+            gw, gb = tape.gradient(loss, [w, b])
+            w.assign_sub(0.1 * gw)
+            b.assign_sub(0.1 * gb)
+            log.append(float(loss))
+            return loss
+        return train_step, {"w": w, "b": b}
+    calls = [batch(8, i) for i in range(6)] + [batch(5, 6)] * 3 + [batch(8, i) for i in range(5)]
+    calls += [batch(3, 9)] * 4
+    # 3 profile calls at batch 8, 3 sliced; the batch of 5 is the first of 3 profile calls
+    # of an exact variant for it; batch 8 again finds its variant; the third size relaxes
+    # the batch dimension (3 profile calls, then the relaxed variant runs the rest)
+    under = check(make, calls, graph_calls=3 + 5 + 1, profile_calls=3)
+    stats = under.target.stats()
+    assert stats["guard_failures"] == {
+        "argument x: expected tensor float32(8, 6), got tensor float32(5, 6)": 1,
+        "argument x: expected tensor float32(5, 6), got tensor float32(3, 6)": 1}, stats
+    assert stats["variants_built"] == ["x: tensor float32(8, 6), y: tensor float32(8, 2)",
+                                       "x: tensor float32(5, 6), y: tensor float32(5, 2)",
+                                       "x: tensor float32(?, 6), y: tensor float32(?, 2)"]
+
+
+class Model:
+    def __init__(self):
+        rng = np.random.default_rng(2)
+        self.w = tf.Variable(rng.normal(size=(6, 2)).astype(np.float32))
+        self.training = True
+        self.rate = 0.1
+        self.lr = 0.05
+        self.act = tf.nn.relu
+
+    def step(self, x, y, seed):
+        h = tf.matmul(x, self.w)
+        if self.training:
+            h = tf.nn.experimental.stateless_dropout(h, rate=self.rate, seed=[1, seed])
+        loss = tf.reduce_mean(tf.square(self.act(h) - y))
+        if self.training:
+            self.w.assign_sub(self.lr * tf.reduce_mean(h) * tf.ones_like(self.w))
+        return loss
+
+
+def _compare(changes, calls=16):
+    """Run Model.step eagerly and under gpe side by side; `changes[i](model)` runs before
+    call i on both models. Asserts every result and the final weights match; returns the
+    sliced function and the TF ops its sliced calls ran on the host."""
+    eager, under = Model(), Model()
+    sliced = gpe.function(Model.step)
+    x, y = batch(4)
+    host_ops = {}
+    for i in range(calls):
+        for model in (eager, under):
+            changes.get(i, lambda m: None)(model)
+        seed = tf.constant(i)
+        expected = Model.step(eager, x, y, seed)
+        before = sliced.stats()["graph_calls"]
+        with eager_ops() as counts:
+            got = sliced(under, x, y, seed)
+        if sliced.stats()["graph_calls"] > before:
+            for op, n in user_ops(counts).items():
+                host_ops[op] = host_ops.get(op, 0) + n
+        assert np.array_equal(expected.numpy(), np.asarray(got)), f"call {i}"
+    assert np.array_equal(eager.w.numpy(), under.w.numpy())
+    return sliced, host_ops
+
+
+def test_a_training_flag_flipped_on_the_model_between_calls():
+    def flip(value):
+        def change(model):
+            model.training = value
+        return change
+    sliced, host_ops = _compare({5: flip(False), 9: flip(True), 12: flip(False)})
+    stats = sliced.stats()
+    # a variant per flag value, each with only its branch: 3 profile calls for each, and
+    # the flips back at calls 9 and 12 find theirs
+    assert stats["graph_calls"] == 2 + 1 + 7 and not host_ops, (stats, host_ops)
+    assert stats["guard_failures"] == {"self.training: expected True, got False": 1}, stats
+    assert stats["variants"] == 2
+
+
+def test_a_learning_rate_on_the_object_changed_every_few_steps():
+    def decay(model):
+        model.lr = model.lr * 0.5
+    sliced, host_ops = _compare({4: decay, 8: decay, 12: decay})
+    stats = sliced.stats()
+    # folded at 0.05, then 0.025 (a new variant); at its third value the rate is sent as a
+    # value instead, so the change at call 12 needs no new variant
+    assert stats["guard_failures"] == {"self.lr: expected 0.05, got 0.025": 1,
+                                       "self.lr: expected 0.025, got 0.0125": 1}, stats
+    assert stats["graph_calls"] == 1 + 1 + 5 and not host_ops, (stats, host_ops)
+
+
+def test_a_dropout_rate_attribute_that_jumps():
+    def jump(model):
+        model.rate = 0.5
+    sliced, host_ops = _compare({10: jump})
+    stats = sliced.stats()
+    assert stats["graph_calls"] == 7 + 3 and not host_ops, (stats, host_ops)
+    assert stats["guard_failures"] == {"self.rate: expected 0.1, got 0.5": 1}, stats
+
+
+def test_a_callee_replaced_by_monkey_patching():
+    def patch(model):
+        model.act = tf.tanh
+    sliced, host_ops = _compare({8: patch})
+    stats = sliced.stats()
+    assert stats["graph_calls"] == 10 and not host_ops, (stats, host_ops)
+    assert stats["guard_failures"] == {
+        "self.act: expected the object seen when sliced, got another one": 1}, stats
+
+
+def test_a_loop_whose_length_changes_once():
+    def make(log):
+        w = tf.Variable(tf.eye(3) * 0.5)
+
+        def unroll(x, steps):
+            h = x
+            for _ in range(steps):
+                h = tf.tanh(tf.matmul(h, w))
+            log.append(steps)
+            return h
+        return unroll, {"w": w}
+    x = tf.ones([2, 3])
+    under = check(make, [(x, 4)] * 6 + [(x, 6)] * 6, graph_calls=6, profile_calls=3)
+    assert under.target.stats()["guard_failures"] == {
+        "argument steps: expected int 4, got int 6": 1}
