@@ -102,7 +102,8 @@ def run_script(path: str, argv: list[str]) -> None:
 
 
 def report() -> str:
-    """Per sliced function with TF work: calls, sliced calls, eager calls, fallbacks."""
+    """Per sliced function with TF work: calls, sliced calls, eager calls, fallbacks, guard
+    failures ("expected X, got Y") and the assumptions of each variant built."""
     rows = [f for f in (ref() for ref in _wrapped) if f is not None and not f.plain]
     lines = ["gpe report: functions with TF work"]
     if not rows:
@@ -113,6 +114,10 @@ def report() -> str:
                      f"{s['eager_calls']} eager, {s['variants']} variant(s)")
         for reason, count in s["fallbacks"].items():
             lines.append(f"      eager x{count}: {reason}")
+        for reason, count in s["guard_failures"].items():
+            lines.append(f"      guard failed x{count}: {reason}")
+        for i, assumed in enumerate(s["variants_built"], 1):
+            lines.append(f"      variant {i}: {assumed}")
     plain = sum(1 for ref in _wrapped if ref() is not None and ref().plain)
     lines.append(f"  {plain} function(s) ran as plain Python (no TF work, or not sliceable)")
     return "\n".join(lines)

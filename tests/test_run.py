@@ -42,6 +42,7 @@ if __name__ == "__main__":
     y = tf.ones([4, 1])
     for i in range(int(sys.argv[1])):
         l = step(x, y)
+    l = step(x[:2], y[:2])  # a smaller last batch
     print("final", fmt(float(l)), [fmt(h) for h in history], w.numpy().ravel().tolist())
     print("loss_fn", fmt(float(loss_fn(x, 1.0))), "scaled", float(Scaler(3).scale(tf.constant(1.5))))
     print("argv", sys.argv[1:], __name__)
@@ -63,7 +64,10 @@ def test_gpe_run_matches_plain_python_and_reports(tmp_path):
     assert sliced.returncode == 0, sliced.stderr[-2000:]
     assert sliced.stdout == plain.stdout
     report = sliced.stderr[sliced.stderr.index("gpe report"):]
-    assert "step: 6 calls, 3 sliced, 3 eager" in report  # 3 profile calls, then sliced
+    assert "step: 7 calls, 3 sliced, 4 eager" in report  # 3 profile calls, then sliced
+    assert ("guard failed x1: argument x: expected tensor float32(4, 3), got tensor "
+            "float32(2, 3)") in report
+    assert "variant 1: x: tensor float32(4, 3), y: tensor float32(4, 1)" in report
     assert "loss_fn: 1 calls" in report          # a function of a module next to the script
     assert "fmt" not in report                    # no TF work: plain Python
     assert "function(s) ran as plain Python" in report
