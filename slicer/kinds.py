@@ -118,8 +118,13 @@ class _Inferer:
                 self._bind_loop_target(elt, arg)
         else:
             kind = anno.get(iterable, Key.KIND)
-            self.bind(target, Kind.TENSOR if kind in (Kind.TENSOR, Kind.VARIABLE)
-                      else Kind.HOST, None)
+            value = static_value(iterable, self.parsed)
+            if isinstance(value, (list, tuple)) and value and all(
+                    self.classify(v) == Kind.VARIABLE for v in value):
+                self.bind(target, Kind.VARIABLE, None)  # for p in params: p.assign(...)
+            else:
+                self.bind(target, Kind.TENSOR if kind in (Kind.TENSOR, Kind.VARIABLE,
+                                                          Kind.TF_OBJECT) else Kind.HOST, None)
 
     def _mutated_roots(self) -> set[str]:
         return _mutated_roots(self.parsed.node, self.facts.objects, self.classify)

@@ -169,7 +169,8 @@ class _Placer:
         sequence = False
         if isinstance(stmt, gast.For):
             header = stmt.iter
-            sequence = self._fixed_sequence(header)
+            sequence = self._fixed_sequence(header) or (
+                anno.get(header, Key.KIND) == Kind.TF_OBJECT and tf_evaluable(header))
             ok = not stmt.orelse and (sequence or (
                 isinstance(stmt.target, gast.Name) and _is_range(header)))
             why = "loop fixed for the call, unrolled"
@@ -250,7 +251,8 @@ class _Placer:
 
     def _fixed_sequence(self, node: gast.expr) -> bool:
         """A list or tuple of tensors of fixed length (an argument the call key describes
-        element by element), or enumerate/zip of such."""
+        element by element), or enumerate/zip of such. (A structure of TF values the TF
+        part builds, like zip(params, grads), is fixed when it is built: see the caller.)"""
         if isinstance(node, gast.Name):
             return node.id in self.sequences
         return (isinstance(node, gast.Call) and isinstance(node.func, gast.Name)
