@@ -123,6 +123,7 @@ class SlicedFunction:
             p.kind == p.POSITIONAL_OR_KEYWORD for p in params) else ()
         self.variants: dict[tuple, Variant] = {}
         self.profiles: dict[tuple, list] = {}
+        self.plans: dict[tuple, SlicePlan] = {}  # see _plan
         self.refused: dict[tuple, str] = {}
         self.dynamic: set[str] = set()
         self.shapes: dict[str, list] = {}  # a tensor argument's shapes seen
@@ -366,11 +367,19 @@ class SlicedFunction:
                      for n, v in values.items())
 
     def _plan(self, key, values) -> SlicePlan:
+        """The plan for `key`: sliced once, and shared by keys that differ only in tensor
+        shapes (the slicer does not look at them: a new batch size is a new variant of the
+        same plan)."""
+        cached = (_shape_free(key), frozenset(self.host_only), frozenset(self.dynamic_paths))
+        plan = self.plans.get(cached)
+        if plan is not None:
+            self.last_plan = plan
+            return plan
         described = self._described(values)
         facts = dataclasses.replace(signature.facts_for(described, values),
                                     host_only=frozenset(self.host_only),
                                     dynamic_paths=frozenset(self.dynamic_paths))
-        plan = slice_function(self.fn, facts)
+        plan = self.plans[cached] = slice_function(self.fn, facts)
         self.last_plan = plan
         log.debug("sliced %s\n--- host ---\n%s\n--- TF ---\n%s", self.__qualname__,
                   plan.host_source, plan.tf_source)
@@ -471,6 +480,19 @@ class _BoundSliced:
 
 
 FOLDABLE = (bool, int, float)
+
+
+def _shape_free(key: tuple) -> tuple:
+    """`key` with the shapes of tensors left out (see SlicedFunction._plan)."""
+    def strip(entry):
+        if isinstance(entry, tuple) and entry and entry[0] == "tensor":
+            return entry[:2]
+        if isinstance(entry, tuple) and entry and entry[0] == "sequence":
+            return entry[:2] + (tuple(strip(e) for e in entry[2]),)
+        if isinstance(entry, tuple) and entry and entry[0] == "mapping":
+            return (entry[0], tuple((k, strip(e)) for k, e in entry[1]))
+        return entry
+    return tuple(strip(e) for e in key)
 
 
 def _guard_value(obj) -> Any:
