@@ -12,9 +12,10 @@ import numpy as np
 import tensorflow as tf
 
 from slicer.plan import ChannelKind
-from tfprog.channels import ValueSpec, flatten, matches, spec_of
+from tensorflow.python.ops import gen_data_flow_ops
 
-_TRUE = None
+from tfprog.channels import ValueSpec, flatten, matches, spec_of, unflatten
+
 
 
 class GuardError(RuntimeError):
@@ -73,6 +74,10 @@ class Runtime:
         self.entry = first.index if first is not None and first.kind == ChannelKind.ENTRY else None
         self.waits = variant.part.waits
         self.folded = variant.folded  # [(name, index in the entry values, constant)]
+        self.plan, self.specs, self.layouts = plan, variant.part.specs, variant.part.layouts
+        # gate channel -> its RESCUE channel (made right after it), where there is one
+        self.rescues = {c.index - 1: c.index for c in plan.channels
+                        if c.kind == ChannelKind.RESCUE}
         self.start_pos = 0 if self.entry is not None else -1  # begin sends the entry
         # where the host leaves a call: (channels to drain, (channel to cancel, kind) or None)
         self.routes = tuple(
@@ -121,25 +126,54 @@ _FLAGS = _Flags()
 
 
 class CallContext:
-    __slots__ = ("rt", "channels", "pos")
+    """One sliced call's channel operations. `eager`: after a rescue the host runs the
+    rest of the call itself (the host program's copies of the TF statements run then)."""
+
+    __slots__ = ("rt", "channels", "pos", "eager")
 
     def __init__(self, rt: Runtime, registration):
         # pos: the last site the host program used (an index into plan.sites)
         self.rt, self.channels, self.pos = rt, registration.channels, rt.start_pos
+        self.eager = False
 
     def recv(self, site: int):
         self.pos = site
         return self.channels[self.rt.sites[site]].recv()
 
-    def gate(self, site: int, values) -> None:
+    def gate(self, site: int, values) -> bool:
+        """Send the values the TF part waits for here; True if one no longer fits, so the
+        TF part handed over its live values and the host finishes the call eagerly."""
+        if self.eager:
+            return False
         self.pos = site
-        channel = self.channels[self.rt.sites[site]]
-        components = to_components(values, channel.specs, channel.layouts, channel.label)
-        channel.send([_true()] + components)
+        k = self.rt.sites[site]
+        channel = self.channels[k]
+        try:
+            components = to_components(values, channel.specs, channel.layouts, channel.label)
+        except GuardError as failed:
+            rescue = self.rt.rescues.get(k)
+            if not self.rt.plan.rescuable or (
+                    rescue is not None and self.rt.specs.get(rescue) is None):
+                raise
+            channel.send([_FLAGS[2]] + _zeros(channel))
+            self.eager = True
+            self.rt.variant.fell_back(f"mid-call: {failed}")
+            return True
+        channel.send([_FLAGS[1]] + components)
+        return False
+
+    def rescued(self, k: int) -> tuple:
+        """The TF values live at the gate that failed (RESCUE channel `k`)."""
+        channel = self.channels[k]
+        with self.rt.variant.session.waiting(channel.label):
+            leaves = gen_data_flow_ops.queue_dequeue_v2(channel.handle, channel.dtypes)
+        return tuple(unflatten(self.rt.layouts[k], list(leaves)))
 
     def flag(self, site: int, value: int, values=()) -> None:
         """Tell the TF part about a loop iteration or the branch taken (see ChannelKind),
         with the values an iteration starts with."""
+        if self.eager:
+            return
         self.pos = site
         channel = self.channels[self.rt.sites[site]]
         if value > 0 and channel.specs:
@@ -149,10 +183,14 @@ class CallContext:
             channel.send([_FLAGS[value]] + _zeros(channel))
 
     def barrier(self, site: int) -> None:
+        if self.eager:
+            return
         self.pos = site
         self.channels[self.rt.sites[site]].wait()
 
     def check(self, site: int) -> None:
+        if self.eager:
+            return
         self.pos = site
         k = self.rt.sites[site]
         if k in self.rt.waits:
@@ -161,6 +199,8 @@ class CallContext:
     def finish(self) -> None:
         """The host function is leaving (returned, early or not, or raised): cancel what is
         left of this call's TF part. Nothing to do when the host program ran to its end."""
+        if self.eager:
+            return  # the TF part stopped at the rescue
         drains, cancel = self.rt.routes[self.pos]
         if not drains and cancel is None:
             return
@@ -170,11 +210,7 @@ class CallContext:
             if cancel is not None:
                 k, kind = cancel
                 channel = self.channels[k]
-                if kind == ChannelKind.GATE:
-                    channel.send([tf.constant(False)] + [tf.zeros([], s.dtype)
-                                                         for s in channel.specs])
-                else:
-                    channel.send([_FLAGS[-1]] + _zeros(channel))
+                channel.send([_FLAGS[0 if kind == ChannelKind.GATE else -1]] + _zeros(channel))
         except Exception:  # the session failed: nothing is left to cancel
             pass
 
@@ -182,11 +218,3 @@ class CallContext:
 def _zeros(channel) -> list:
     """Components that fill a flag's values when no iteration follows."""
     return [np.zeros((), s.dtype.as_numpy_dtype) for s in channel.specs]
-
-
-def _true():
-    global _TRUE
-    if _TRUE is None:
-        _TRUE = tf.constant(True)
-    return _TRUE
-

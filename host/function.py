@@ -35,6 +35,7 @@ log = logging.getLogger("gpe")
 
 MAX_VARIANTS = 16
 MAX_INT_VALUES = 4
+MAX_RETIRED = 3  # variants of one signature that fell back mid-call before it runs eagerly
 MAX_SHAPES = 2  # exact shapes of a tensor argument before its changing dimensions relax
 MAX_PATH_VALUES = 2  # values of a number on an object (a flag, a rate) folded before it is sent
 COMPARE_CALLS = 16  # sliced calls timed against the eager profile call
@@ -80,6 +81,7 @@ class Variant:
         self.eager_runs: list | None = None  # eager call times, while measuring them
         self.eager_faster = False
         self.folded: list = []  # entry values used as constants: (name, index, value)
+        self.stale = False  # a call fell back mid-call: build again (see fell_back)
         # what the TF part captured when traced (held: their ids are in the call key)
         self.held = [signature.resolve(g, bound_values, owner.lookup) for g in plan.captures]
 
@@ -93,6 +95,14 @@ class Variant:
                                {pos: value for pos, (_, _, value) in folded.items()})
         self.host_fn = load(self.plan.host_source, self.plan.host_tree, fn,
                             {"_gpe_rt": Runtime(self)})
+
+    def fell_back(self, reason: str) -> None:
+        """A value computed mid-call did not fit its channel; the host finished that call
+        eagerly. The variant is built again from new profile calls after it."""
+        failures = self.owner.stats_.guard_failures
+        failures[reason] = failures.get(reason, 0) + 1
+        self.stale = True
+        log.info("%s: %s; the call goes on eagerly", self.owner.__qualname__, reason)
 
     def registration(self) -> Registration:
         session = self.session
@@ -133,6 +143,7 @@ class SlicedFunction:
         self.path_values: dict[str, set] = {}  # values seen of numbers read by paths
         self.dynamic_paths: set[str] = set()   # ...that change too often to be folded
         self.unfolded: set[str] = set()  # entry values never used as constants again
+        self.retired: dict[tuple, int] = {}  # variants dropped after a mid-call fallback
         self.last_key: tuple | None = None  # the key of the variant built last
         self.host_only: set[str] = set()  # names seen not to fit a channel (see _build)
         self.int_values: dict[str, set[int]] = {}
@@ -192,6 +203,8 @@ class SlicedFunction:
                 return self._eager(args, kwargs)
             finally:
                 session.exit_call()
+                if variant.stale:
+                    self._retire(key, variant)
             if variant.timing is not None:
                 self._compare_with_eager(variant, time.perf_counter() - start)
             return result
@@ -203,6 +216,16 @@ class SlicedFunction:
                 stats.calls -= 1
                 return self(*args, **kwargs)  # the relaxed variant takes this call
         return self._first_calls(self._key(values), dict(values), args, kwargs)
+
+    def _retire(self, key, variant: "Variant") -> None:
+        """Drop a variant that fell back mid-call (new profile calls see the new values);
+        a signature whose variants keep doing so runs eagerly."""
+        if self.variants.get(key) is variant:
+            del self.variants[key]
+        self.profiles.pop(key, None)
+        self.retired[key] = self.retired.get(key, 0) + 1
+        if self.retired[key] >= MAX_RETIRED:
+            self._refuse(key, "values computed during the call keep changing type")
 
     def _unfold(self, key, name: str) -> None:
         """A value the variant was built with as a constant changed: build again (after new

@@ -31,6 +31,9 @@ class Key(enum.Enum):
     OUTPUTS = "tuple of names the TF part sends to the host right after this statement"
     GATE = ("tuple of names: before this TF statement the TF part waits for the host to get "
             "here (and receives these values); absent when no gate is needed")
+    RESCUE = ("tuple of names on a statement with a GATE: the TF values live there, which the "
+              "TF part hands to the host if a value sent at the gate no longer fits (the host "
+              "then finishes the call eagerly)")
     BARRIER = "bool: before this host statement the host waits for the TF part's effects"
     CHECK = ("bool: before this host statement the host waits for the TF work before it if "
              "that work can fail at run time (known once the TF part is built)")

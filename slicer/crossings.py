@@ -80,6 +80,9 @@ class _Crossings:
         self.parsed, self.facts = parsed, facts
         self.entry: list[str] = []
         self.s = _State()
+        self.loads = [(getattr(n, "lineno", 0), n.id) for n in gast.walk(parsed.node)
+                      if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)]
+        self.loops: list[gast.stmt] = []  # the MIRROR loops around the statement walked
         for name, fact in facts.args.items():
             self.s.side[name], self.s.defs[name] = _HOST, ()
             self.s.on_host.add(name)
@@ -114,12 +117,27 @@ class _Crossings:
                               "a host statement inside a `with` block precedes TF work "
                               "that must wait for it", "move the host work out of the block",
                               self.parsed.filename, stmt.lineno)
-            anno.set(stmt, Key.GATE, tuple(needed))
-            s.host_work = s.state_touched = False
-            s.gate = (stmt, Key.GATE)
+            self._set_gate(stmt, needed)
         s.on_tf.update(needed)
         s.tf_since_check = True
         self._define(stmt, _TF)
+
+    def _set_gate(self, stmt: gast.stmt, names: list[str]) -> None:
+        s = self.s
+        anno.set(stmt, Key.GATE, tuple(names))
+        anno.set(stmt, Key.RESCUE, tuple(sorted(
+            n for n in s.on_tf - s.on_host if n in self._read_later(stmt)
+            and s.side.get(n) == _TF)))
+        s.host_work = s.state_touched = False
+        s.gate = (stmt, Key.GATE)
+
+    def _read_later(self, stmt: gast.stmt) -> set[str]:
+        """Names read from `stmt`'s line on, or anywhere in a loop around it."""
+        names = {n for line, n in self.loads if line >= stmt.lineno}
+        for loop in self.loops:
+            names |= {n.id for n in gast.walk(loop) if isinstance(n, gast.Name)
+                      and isinstance(n.ctx, gast.Load)}
+        return names
 
     def _send_earlier(self, names: list[str]) -> None:
         """No host work since the TF part last waited: the values go with that wait (the
@@ -221,9 +239,7 @@ class _Crossings:
         carried = tuple(sorted(n for n in tf_writes if s.side.get(n, _LOST) != _LOST))
         send = self._sends(set(carried) | (tf_reads - tf_writes - host_writes), stmt)
         if send and s.host_work:
-            anno.set(stmt, Key.GATE, tuple(send))
-            s.host_work = s.state_touched = False
-            s.gate = (stmt, Key.GATE)
+            self._set_gate(stmt, send)
         elif send:
             self._send_earlier(send)
         s.on_tf.update(send)
@@ -255,7 +271,9 @@ class _Crossings:
             touched = self.s.state_touched
             self.s.host_work = self.s.state_touched = False
             self.s.gate = (stmt, Key.EACH)
+            self.loops.append(stmt)
             self.block(stmt.body)
+            self.loops.pop()
             touched = self.s.state_touched or touched
             self._rebind(stmt, tf_writes, host_writes, carried, tf_stmts)
             self.s.state_touched = touched

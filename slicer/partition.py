@@ -93,6 +93,14 @@ class _Partition:
         self.profile_entry: list[gast.stmt] = []
         self.profile_before: dict[int, list[gast.stmt]] = {}
         self.profile_each: dict[int, list[gast.stmt]] = {}  # at the start of each iteration
+        # the host program holds each TF statement too, run only once a value no longer
+        # fits a gate's channel (the host then finishes the call eagerly: see call.py);
+        # not possible when a TF `with` block holds host work (it would run twice)
+        self.rescuable = not any(
+            isinstance(w, gast.With) and anno.get(w, Key.PLACE) == Place.TF and any(
+                anno.get(s, Key.PLACE) != Place.TF for s in w.body)
+            for w in gast.walk(parsed.node))
+        self.in_tf_with = 0
 
     def channel(self, kind: ChannelKind, names: tuple[str, ...], lineno: int) -> int:
         index = len(self.channels)
@@ -140,7 +148,7 @@ class _Partition:
             host_source=host_source, tf_source=tf_source, profile_source=profile_source,
             host_tree=host_tree, profile_tree=profile_tree, captures=self._captures(tf_body),
             channels=tuple(self.channels), sites=tuple(self.sites), routes=self._routes(),
-            bound=bound,
+            bound=bound, rescuable=self.rescuable,
             lines=tuple(self.lines), assumptions=(self.facts.assumed,) if self.facts.assumed
             else ())
 
@@ -159,7 +167,10 @@ class _Partition:
             if isinstance(stmt, gast.With) and place == Place.TF:
                 header = copy.copy(stmt)
                 self._report(stmt, crossing)
+                self._twin(stmt)
+                self.in_tf_with += 1
                 header.body = self.block(stmt.body, None) or [gast.Pass()]
+                self.in_tf_with -= 1
                 target.append(_in_line_scope(header))
                 continue
             if anno.get(stmt, Key.MIRROR):
@@ -186,9 +197,17 @@ class _Partition:
         self.host += templates.replace(f"_gpe_c.gate({site}, __v__)", __v__=_tuple(names))
         self.profile_before[id(stmt)] = templates.replace(f"_gpe_obs({k}, __v__)",
                                                           __v__=_tuple(names))
+        live = anno.get(stmt, Key.RESCUE, ()) if self.rescuable else None
+        rescue = self.channel(ChannelKind.RESCUE, live, stmt.lineno) if live else None
+        if live:  # the host takes over the values the TF part holds
+            (check,) = templates.replace(
+                f"if __gate__:\n    __live__ = _gpe_c.rescued({rescue})",
+                __gate__=self.host.pop().value, __live__=_tuple(live, store=True))
+            self.host.append(check)
         seg = _function(f"_gpe_seg{k}", names)
         target += [seg] + templates.replace(
-            f"return _gpe_rt.gate(_gpe_q, {k}, _gpe_seg{k}, __c__)", __c__=_tuple(carried))
+            f"return _gpe_rt.gate(_gpe_q, {k}, _gpe_seg{k}, __c__, {rescue}, __l__)",
+            __c__=_tuple(carried), __l__=_tuple(live or ()))
         crossing.append("waits for the host to get here" + (
             f"; in: {', '.join(names)} (host->TF)" if names else ""))
         return seg.body
@@ -198,16 +217,26 @@ class _Partition:
         if gate is not None:
             target = self._gate(stmt, gate, target, carried, crossing)
         target.append(_in_line_scope(_tf_calls(stmt)))
+        self._twin(stmt)
         self._outputs(stmt, target, crossing)
         return target
+
+    def _twin(self, stmt) -> None:
+        """The host's copy of a TF statement, run only after a rescue (see rescuable)."""
+        if self.rescuable and not self.in_tf_with:
+            (twin,) = templates.replace("if _gpe_c.eager:\n    __s__", __s__=[stmt])
+            self.host.append(twin)
 
     def _outputs(self, stmt, target, crossing) -> None:
         for name in anno.get(stmt, Key.OUTPUTS, ()):
             k = self.channel(ChannelKind.OUTPUT, (name,), stmt.lineno)
             site = self.site(k)
             target += templates.replace(f"_gpe_rt.output(_gpe_q, {k}, n)", n=name)
-            self.host += templates.replace(f"n = _gpe_c.recv({site})",
-                                           n=templates.name(name, store=True))
+            recv = templates.replace(f"n = _gpe_c.recv({site})",
+                                     n=templates.name(name, store=True))
+            if self.rescuable:  # after a rescue the host computed it itself
+                recv = templates.replace("if not _gpe_c.eager:\n    __s__", __s__=recv)
+            self.host += recv
             crossing.append(f"out: {name} (TF->host)")
 
     def _host_order(self, stmt, target) -> None:

@@ -15,6 +15,8 @@ class ChannelKind(enum.Enum):
             "more iteration, 0: the loop is over, -1: cancel the rest of the call)")
     BRANCH = ("host->TF: an int32 flag saying which branch of an `if` the host took (1: the "
               "body, 0: the else branch, -1: cancel the rest of the call)")
+    RESCUE = ("TF->host: the TF values live at a gate, sent only when a value the host sends "
+              "there no longer fits (the host then finishes the call eagerly)")
     CHECK = ("TF->host: a token sent once the TF work before it is done; the host waits for it "
              "only if that work can fail at run time, so errors surface where eager raises")
 
@@ -61,6 +63,7 @@ class SlicePlan:
     lines: tuple[LineReport, ...]
     assumptions: tuple[str, ...] = field(default=())
     captures: tuple[str, ...] = ()  # free names the TF part reads (bound at trace time)
+    rescuable: bool = False  # the host program holds the TF statements too (RESCUE)
     # the same programs as gast trees with the user's line numbers (not part of the data)
     host_tree: Any = field(default=None, compare=False, repr=False)
     profile_tree: Any = field(default=None, compare=False, repr=False)

@@ -158,3 +158,35 @@ def test_a_loop_whose_length_changes_once():
     under = check(make, [(x, 4)] * 6 + [(x, 6)] * 6, graph_calls=6, profile_calls=3)
     assert under.target.stats()["guard_failures"] == {
         "argument steps: expected int 4, got int 6": 1}
+
+
+def test_a_guard_that_fails_mid_call_after_variable_updates():
+    """`scale` is computed on the host after the first update and sent to the TF part at a
+    gate; when it turns from a float into a tensor the host cannot send it there: the TF
+    part hands over its live values and the host finishes that call eagerly."""
+    def make(log):
+        v = tf.Variable(tf.ones([3]))
+        config = types.SimpleNamespace(scale=0.5)
+
+        def step(x, i):
+            v.assign_add(tf.reduce_sum(x, axis=0))  # applied before the failing gate
+            g = tf.reduce_mean(x) * v
+            log.append(float(tf.reduce_sum(v)))     # host work: what follows waits for it
+            if int(i) == 4:
+                config.scale = tf.constant(0.25)   # no longer a Python float
+            scale = config.scale
+            v.assign(g * scale + 1.0)
+            return v.read_value()
+        return step, {"v": v}
+    x = tf.reshape(tf.range(6, dtype=tf.float32), [2, 3]) / 10
+    calls = [(x, float(i)) for i in range(10)]
+    # 3 profile calls, call 3 sliced, call 4 sliced until the gate and then eager; that
+    # variant is dropped: 3 profile calls see the tensor, and the new variant runs 8 and 9
+    rest = {"Mul": 2, "AddV2": 1, "AssignVariableOp": 1, "ReadVariableOp": 1, "Identity": 1}
+    under = check(make, calls, graph_calls=1 + 1 + 2, profile_calls=3,
+                  host_ops_allowed=frozenset(rest))
+    assert under.host_ops == rest  # only the rest of call 4 ran eagerly on the host
+    failures = under.target.stats()["guard_failures"]
+    assert list(failures.values()) == [1], failures
+    reason = next(iter(failures))
+    assert reason.startswith("mid-call: ") and "expected float float64(), got tensor" in reason

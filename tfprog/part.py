@@ -21,7 +21,7 @@ from tensorflow.python.ops import gen_data_flow_ops
 from tensorflow.python.types import core
 
 from slicer.plan import ChannelKind, SlicePlan
-from tfprog.channels import ValueSpec, python_spec, unflatten
+from tfprog.channels import ValueSpec, flatten, python_spec, unflatten
 from tfprog.exact import exact_arithmetic
 
 _RESOURCE = tf.TensorSpec([], tf.resource)
@@ -131,10 +131,11 @@ class Part:
 
     def dtypes(self, index: int) -> list[tf.DType]:
         kind = self.plan.channel(index).kind
-        if kind in (ChannelKind.LOOP, ChannelKind.BRANCH):
+        if kind in (ChannelKind.LOOP, ChannelKind.BRANCH, ChannelKind.GATE):
             return [tf.int32] + [s.dtype for s in self.specs[index]]
-        flag = [tf.bool] if kind in (ChannelKind.GATE, ChannelKind.BARRIER,
-                                     ChannelKind.CHECK) else []
+        if kind == ChannelKind.RESCUE and self.specs[index] is None:
+            return [tf.bool]  # no rescue possible there (never used)
+        flag = [tf.bool] if kind in (ChannelKind.BARRIER, ChannelKind.CHECK) else []
         return flag + [s.dtype for s in self.specs[index]]
 
 
@@ -184,15 +185,44 @@ class _TraceRuntime:
             leaves[position] = value
         return unflatten(self.layouts[index], leaves)
 
-    def gate(self, queues, index, segment: Callable, carried: tuple):
-        """Wait for the host; run the rest of the block (`segment`) only if it says go on.
-        Returns (going on, the carried values), like every block of the TF program."""
-        flag, *leaves = self._receive(queues[index], self.specs[index], [tf.bool])
+    def gate(self, queues, index, segment: Callable, carried: tuple, rescue: int | None = None,
+             live: tuple = ()):
+        """Wait for the host; run the rest of the block (`segment`) only if it says go on
+        (1). 0 cancels the rest of the call; 2 (a rescue) also hands the `live` values to the
+        host on channel `rescue`, which finishes the call eagerly. Returns (going on, the
+        carried values), like every block of the TF program."""
+        flag, *leaves = self._receive(queues[index], self.specs[index], [tf.int32])
         values = unflatten(self.layouts[index], leaves)
         self._note_failing_ops()
         outer, self.unchecked = self.unchecked, []
+
+        def stop():
+            return self.end(carried, False)
+        otherwise = stop
+        if rescue is not None:
+            otherwise = self._rescue(queues[rescue], rescue, live, flag, stop)
         with tf.control_dependencies(_stateful_ops() + outer):
-            return tf.cond(flag, lambda: segment(*values), lambda: self.end(carried, False))
+            return tf.cond(tf.equal(flag, 1), lambda: segment(*values), otherwise)
+
+    def _rescue(self, queue, index, live: tuple, flag, stop: Callable) -> Callable:
+        """The cancel branch of a gate that can hand its live values to the host (only
+        tensors and structures of tensors can; else the host cannot take over there)."""
+        layouts, leaves = [], []
+        for value in live:
+            layout, flat = flatten(value)
+            layouts.append(layout)
+            leaves += flat
+        if not all(isinstance(v, tf.Tensor) for v in leaves):
+            self.specs[index] = None
+            return stop
+        self.specs[index] = [ValueSpec(v.dtype, None if v.shape.rank is None
+                                       else tuple(v.shape.as_list())) for v in leaves]
+        self.layouts[index] = layouts
+
+        def hand_over():
+            gen_data_flow_ops.queue_enqueue_v2(queue, leaves)
+            return stop()
+        return lambda: tf.cond(tf.equal(flag, 2), hand_over, stop)
 
     def loop(self, queues, index, body: Callable, carried: tuple):
         """A loop the host decides: before each iteration the host sends 1 (one more), 0
