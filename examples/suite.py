@@ -530,30 +530,32 @@ def _materialise(value):
 WARMUP = 40  # past gpe's profile call and its comparison with eager (2 + 16 + 16 calls)
 
 
-def time_program(name: str, calls: int = 60, repeats: int = 3) -> tuple[float, float]:
+def time_program(name: str, calls: int = 100, repeats: int = 7) -> tuple[float, float]:
     """Median seconds per call, eagerly and under gpe (after warm-up, incl. final wait).
 
-    The warm-up covers gpe's profile call, building, and its timing of the first sliced
-    calls against eager (after which a function faster eagerly runs eagerly)."""
+    Each side has its own fresh state; their runs alternate (eager, gpe, eager, ...) so
+    that the machine's drift hits both alike. The warm-up covers gpe's profile calls,
+    building, and its timing of the first sliced calls against eager (after which a
+    function faster eagerly runs eagerly)."""
     import gpe
-    results = []
+    targets = []
     for sliced in (False, True):
-        times = []
+        fn, _, args_list = PROGRAMS[name]([])
+        targets.append((gpe.function(fn) if sliced else fn, args_list[0]))
+    times: list[list[float]] = [[], []]
+    try:
+        for target, args in targets:
+            for _ in range(WARMUP):
+                _materialise(target(*args))
         for _ in range(repeats):
-            fn, _, args_list = PROGRAMS[name]([])
-            target = gpe.function(fn) if sliced else fn
-            args = args_list[0]
-            try:
-                for _ in range(WARMUP):
-                    _materialise(target(*args))
+            for side, (target, args) in enumerate(targets):
                 start = time.perf_counter()
                 out = [target(*args) for _ in range(calls)]
                 _materialise(out[-1])
-                times.append((time.perf_counter() - start) / calls)
-            except Exception:  # a program whose first call raises (error_from_graph)
-                times.append(float("nan"))
-        results.append(statistics.median(times))
-    return results[0], results[1]
+                times[side].append((time.perf_counter() - start) / calls)
+    except Exception:  # a program whose calls raise (error_from_graph)
+        return float("nan"), float("nan")
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def main() -> int:
