@@ -8,6 +8,8 @@ finds every channel as eager semantics would have left it.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import tensorflow as tf
 
@@ -67,7 +69,8 @@ class Runtime:
     channel by a site number (plan.sites gives the channel)."""
 
     def __init__(self, variant):
-        self.variant = variant
+        # weakly: the variant holds the host program, which holds this runtime
+        self.variant = weakref.proxy(variant)
         plan = variant.plan
         self.sites = plan.sites
         first = plan.channel(plan.sites[0]) if plan.sites else None

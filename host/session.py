@@ -115,11 +115,10 @@ class Session:
             return registration
 
     def _restart(self) -> None:
-        live = [(entry, entry[2]()) for entry in self.parts]
-        self.parts = [entry for entry, owner in live if owner is not None]
-        # The running sink calls every part it was built with: keep their owners (and the
-        # variables they captured) alive until the next sink replaces it.
-        self._sink_owners = [owner for _, owner in live if owner is not None]
+        self.parts = [entry for entry in self.parts if entry[2]() is not None]
+        # A sink calls every part it was built with: the variables they captured must live
+        # as long as it runs (its thread holds them), even if their owners are gone.
+        pins = [v for part, _, _ in self.parts for v in part.function.variables]
         for index, (_, reg, _) in enumerate(self.parts):
             reg.index = index  # calls already sent keep the numbering of the sink they went to
         if not self.parts:
@@ -130,11 +129,11 @@ class Session:
         previous = self.thread
         if previous is not None:
             self._enqueue_control(STOP)
-        self.thread = threading.Thread(target=self._run, args=(sink, previous),
+        self.thread = threading.Thread(target=self._run, args=(sink, previous, pins),
                                        name="gpe-sink", daemon=True)
         self.thread.start()
 
-    def _run(self, sink, previous: threading.Thread | None) -> None:
+    def _run(self, sink, previous: threading.Thread | None, pins: list) -> None:
         use_exact_arithmetic_on_this_thread()
         if previous is not None:
             previous.join()

@@ -45,3 +45,23 @@ def test_no_growth_over_10000_calls():
     assert sliced.stats()["graph_calls"] == 11_000 - sliced.stats()["profile_calls"]
     assert after_py - before_py < 64 * 1024
     assert after_rss - before_rss < 16 * 1024 * 1024
+
+
+def test_a_dropped_function_leaves_the_sink():
+    """Each new variant restarts the sink; parts whose function is gone are left out then
+    (before, every part ever built stayed, and each restart and call got slower)."""
+    from host.session import get_session
+    x = tf.ones([4])
+    counts = []
+    for i in range(4):
+        v = tf.Variable(float(i))
+
+        def f(x):
+            return tf.reduce_sum(x) * v
+
+        sliced = gpe.function(f, profile_calls=1, adaptive=False)
+        for _ in range(3):
+            assert float(sliced(x)) == 4.0 * i
+        counts.append(len(get_session().parts))
+        del sliced, f, v
+    assert counts[1:] == counts[:1] * 3, counts

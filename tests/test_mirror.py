@@ -7,7 +7,6 @@ test if any TF op of the sliced calls runs on the host, beyond a test's allowed 
 import io
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 import gpe

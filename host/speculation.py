@@ -1,0 +1,241 @@
+"""What a sliced function's variants assume, and how each assumption relaxes (JANUS
+sections 3-4; DESIGN.md section 5).
+
+`Assumptions` (one per SlicedFunction) holds what the profile calls and the broken guards
+have shown: int arguments that keep changing (sent, not folded), tensor arguments that
+keep changing shape (relaxed dimensions), Python numbers on objects that keep changing
+(sent, not folded), entry values that broke their folded constant, names whose values
+cannot cross. It describes a call's arguments for the call key and turns a key that
+matched no variant into "expected X, got Y". The functions below turn profile
+observations into channel specs and folded constants.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import tensorflow as tf
+
+from host import signature
+from slicer import SlicePlan
+from slicer.plan import ChannelKind
+from tfprog.channels import Unsendable, flatten, spec_of
+from tfprog.channels import relaxed as relaxed_spec
+from tfprog.part import PartError
+
+log = logging.getLogger("gpe")
+
+FOLDABLE = (bool, int, float)
+MAX_INT_VALUES = 4   # values of an int argument folded before it is sent
+MAX_PATH_VALUES = 2  # values of a number on an object (a flag, a rate) folded before it is sent
+MAX_SHAPES = 2       # exact shapes of a tensor argument before its changing dimensions relax
+MAX_UNFOLDS = 2      # times a folded entry value may change before it is sent
+
+
+class Assumptions:
+    def __init__(self, qualname: str):
+        self.qualname = qualname
+        self.dynamic: set[str] = set()           # int arguments sent, not folded
+        self.int_values: dict[str, set[int]] = {}
+        self.shapes: dict[str, list] = {}        # a tensor argument's shapes seen
+        self.relaxed: dict[str, tuple] = {}      # argument -> dimensions any size may take
+        self.exact: set[str] = set()             # arguments whose relaxed variant failed
+        self.path_values: dict[str, set] = {}    # values seen of numbers read by paths
+        self.dynamic_paths: set[str] = set()     # ...that change too often to be folded
+        self.fold_failures: dict[str, int] = {}  # entry values that broke their constant
+        self.unfolded: set[str] = set()          # entry values never folded again
+        self.host_only: set[str] = set()         # names seen not to fit a channel
+
+    def describe(self, values) -> tuple:
+        """The arguments' part of the call key."""
+        relaxed = self.relaxed
+        return tuple(signature.describe(v, n in self.dynamic, relaxed.get(n))
+                     for n, v in values.items())
+
+    def facts(self) -> dict[str, frozenset]:
+        """What the slicer is told besides the arguments (see slicer.facts.Facts)."""
+        return {"host_only": frozenset(self.host_only),
+                "dynamic_paths": frozenset(self.dynamic_paths)}
+
+    def plan_key(self, key: tuple) -> tuple:
+        """Keys with the same plan_key share one plan: they differ only in tensor shapes,
+        which the slicer does not look at."""
+        return (_shape_free(key), frozenset(self.host_only), frozenset(self.dynamic_paths))
+
+    # seen while calling ----------------------------------------------------------------
+    def note_ints(self, values) -> None:
+        """An int argument folded into the TF part as a constant (a loop count, an index)
+        gets a variant per value; once it has taken more than MAX_INT_VALUES values it is
+        sent as a value instead (loops over it then run on the host)."""
+        for name, value in values.items():
+            if type(value) is int and name not in self.dynamic:
+                seen = self.int_values.setdefault(name, set())
+                seen.add(value)
+                if len(seen) > MAX_INT_VALUES:
+                    self.dynamic.add(name)
+                    log.debug("%s: argument %s keeps changing; sent as a value from now on",
+                              self.qualname, name)
+
+    def relax(self, values) -> bool:
+        """A tensor argument that keeps changing shape (same rank; a third shape) is
+        described with None in the dimensions that changed (JANUS: (4, 8), (3, 8), (5, 8)
+        give (?, 8)); True if any was. Two shapes (a smaller last batch) get an exact
+        variant each: exact shapes keep every op's checks static, so the host runs ahead."""
+        changed = False
+        for name, value in values.items():
+            if name in self.exact or not (
+                    isinstance(value, tf.Tensor) or hasattr(value, "_gpe_pending")):
+                continue
+            shape = tuple(value.shape)
+            seen = self.shapes.setdefault(name, [])
+            if shape not in seen:
+                seen.append(shape)
+            first = seen[0]
+            if len(seen) <= MAX_SHAPES or len(first) != len(shape) or first == shape:
+                continue
+            old = self.relaxed.get(name, (False,) * len(shape))
+            mask = tuple(o or any(s[i] != first[i] for s in seen if len(s) == len(first))
+                         for i, o in enumerate(old))
+            if mask != old:
+                self.relaxed[name], changed = mask, True
+                log.info("%s: argument %s changed shape; relaxed to any size in dimension(s) "
+                         "%s", self.qualname, name,
+                         ", ".join(str(i) for i, r in enumerate(mask) if r))
+        return changed
+
+    def unrelax(self, values) -> list[str]:
+        """A relaxed variant could not be built: those arguments get a variant per shape."""
+        relaxed = [n for n in self.relaxed if n in values]
+        self.exact.update(relaxed)
+        for name in relaxed:
+            del self.relaxed[name]
+        return relaxed
+
+    def note_path_value(self, path: str, value: tuple) -> bool:
+        """A Python number read by the TF part when built took `value`; True once it has
+        taken more than MAX_PATH_VALUES (it is sent as a value from then on)."""
+        seen = self.path_values.setdefault(path, set())
+        seen.add(value)
+        if len(seen) > MAX_PATH_VALUES and path not in self.dynamic_paths:
+            self.dynamic_paths.add(path)
+            log.info("%s: %s keeps changing; sent as a value from now on", self.qualname, path)
+        return path in self.dynamic_paths
+
+    def unfold(self, name: str) -> None:
+        """An entry value folded as a constant changed; after MAX_UNFOLDS it is sent."""
+        count = self.fold_failures[name] = self.fold_failures.get(name, 0) + 1
+        if count >= MAX_UNFOLDS:
+            self.unfolded.add(name)
+        log.info("%s: %s changed; slicing again%s", self.qualname, name,
+                 " (sent as a value from now on)" if count >= MAX_UNFOLDS else "")
+
+    def miss(self, last: tuple, key: tuple, names: list[str], guards: tuple[str, ...]) -> str:
+        """Why `key` matched no variant: its first difference from `last` (the key of the
+        variant built last), as "expected X, got Y"."""
+        for i, (old, new) in enumerate(zip(last, key)):
+            if old == new:
+                continue
+            if i < len(names):
+                return (f"argument {names[i]}: expected {signature.text(old)}, got "
+                        f"{signature.text(new)}")
+            guard = guards[i - len(names)] if i - len(names) < len(guards) else "?"
+            if isinstance(old, tuple) and isinstance(new, tuple):  # Python numbers
+                self.note_path_value(guard, new)
+                return f"{guard}: expected {old[1]!r}, got {new[1]!r}"
+            return f"{guard}: expected the object seen when sliced, got another one"
+        return "a new argument signature"
+
+
+def guard_value(obj) -> Any:
+    """A captured object's part of the call key: its identity, or for a Python number (read
+    by the TF part as a constant) its type and value."""
+    if type(obj) in FOLDABLE:
+        return (type(obj).__name__, obj)
+    return id(obj)
+
+
+def _shape_free(key: tuple) -> tuple:
+    def strip(entry):
+        if isinstance(entry, tuple) and entry and entry[0] == "tensor":
+            return entry[:2]
+        if isinstance(entry, tuple) and entry and entry[0] == "sequence":
+            return entry[:2] + (tuple(strip(e) for e in entry[2]),)
+        if isinstance(entry, tuple) and entry and entry[0] == "mapping":
+            return (entry[0], tuple((k, strip(e)) for k, e in entry[1]))
+        return entry
+    return tuple(strip(e) for e in key)
+
+
+# from profile observations to what a variant is built with ----------------------------
+def channel_specs(plan: SlicePlan, runs: list[dict[int, list]],
+                  relaxed: dict[str, tuple]) -> tuple[dict, dict]:
+    """Channel specs and layouts from what the profile calls saw crossing host->TF (an
+    entry value of an argument with relaxed dimensions takes any size there)."""
+    specs, layouts = {}, {}
+    for channel in plan.channels:
+        if not channel.to_tf:
+            continue
+        seen = runs[-1].get(channel.index)
+        if seen is None and not channel.names:
+            seen = []  # a gate carrying no values (the profile call left before it)
+        if seen is None:
+            raise PartError(f"the profile call never reached the crossing at line "
+                            f"{channel.lineno}")
+        pairs = [flatten(v) for v in seen]
+        bad = tuple(name for name, (_, leaves) in zip(channel.names, pairs)
+                    if not all(_sendable(leaf) for leaf in leaves))
+        if bad:
+            raise Unsendable(f"{', '.join(bad)} cannot cross into the TF part (line "
+                             f"{channel.lineno})", bad)
+        layouts[channel.index] = [layout for layout, _ in pairs]
+        found = [spec_of(leaf) for _, leaves in pairs for leaf in leaves]
+        if channel.kind == ChannelKind.ENTRY:
+            specs[channel.index] = _relax_entry(channel, layouts[channel.index], found, relaxed)
+        else:
+            specs[channel.index] = [relaxed_spec(s) for s in found]
+    return specs, layouts
+
+
+def stable_entry_values(plan: SlicePlan, runs, layouts, unfolded) -> dict:
+    """Python numbers sent when the call starts that every profile call saw the same (JANUS:
+    a stable value is folded into the graph as a constant, its value guarded):
+    {leaf position: (name, index among the entry values, value)}. One profile call cannot
+    tell a stable value: nothing is folded then."""
+    entry = next((c for c in plan.channels if c.kind == ChannelKind.ENTRY), None)
+    if entry is None or len(runs) < 2 or any(entry.index not in run for run in runs):
+        return {}
+    out, position = {}, 0
+    for i, (name, layout) in enumerate(zip(entry.names, layouts[entry.index])):
+        if layout is not None:
+            position += len(tf.nest.flatten(layout))
+            continue
+        seen = [run[entry.index][i] for run in runs]
+        first = seen[0]
+        if (name not in unfolded and type(first) in FOLDABLE and first == first
+                and all(type(v) is type(first) and v == first for v in seen)):
+            out[position] = (name, i, first)
+        position += 1
+    return out
+
+
+def _relax_entry(channel, layouts, found, relaxed) -> list:
+    out, i = [], 0
+    for name, layout in zip(channel.names, layouts):
+        n = 1 if layout is None else len(tf.nest.flatten(layout))
+        for spec in found[i:i + n]:
+            mask = relaxed.get(name) if layout is None else None
+            if mask is not None and spec.shape is not None and len(mask) == len(spec.shape):
+                spec = dataclasses.replace(spec, shape=tuple(
+                    None if r else d for d, r in zip(spec.shape, mask)))
+            out.append(spec)
+        i += n
+    return out
+
+
+def _sendable(value) -> bool:
+    try:
+        spec_of(value)
+    except Unsendable:
+        return False
+    return True
