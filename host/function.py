@@ -34,6 +34,8 @@ from tfprog.part import Part, PartError, build_part
 log = logging.getLogger("gpe")
 
 MAX_VARIANTS = 16
+WHOLE_FUNCTION_REFUSALS = frozenset({"generator", "no-source", "unsupported-function",
+                                     "unsupported-statement"})
 MAX_RETIRED = 3  # variants of one signature that fell back mid-call before it runs eagerly
 COMPARE_CALLS = 16  # sliced calls timed against the eager profile call
 WARM_CALLS = 2      # sliced calls before the timing starts
@@ -277,7 +279,8 @@ class SlicedFunction:
                 plan = self._plan(key, values)
             except Refusal as refusal:
                 self._refuse(key, str(refusal))
-                self.plain = self.auto
+                # no signature can change these: the function is plain Python from now on
+                self.plain = self.auto or refusal.kind in WHOLE_FUNCTION_REFUSALS
                 return self._eager(args, kwargs)
             if self.auto and not any(line.place == "TF" for line in plan.lines):
                 self.plain = True  # no TF work: plain Python from now on
