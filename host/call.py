@@ -154,16 +154,21 @@ class CallContext:
         try:
             components = to_components(values, channel.specs, channel.layouts, channel.label)
         except GuardError as failed:
-            rescue = self.rt.rescues.get(k)
-            if not self.rt.plan.rescuable or (
-                    rescue is not None and self.rt.specs.get(rescue) is None):
-                raise
-            channel.send([_FLAGS[2]] + _zeros(channel))
-            self.eager = True
-            self.rt.variant.fell_back(f"mid-call: {failed}")
-            return True
+            return self._rescue(k, channel, failed)
         channel.send([_FLAGS[1]] + components)
         return False
+
+    def _rescue(self, k: int, channel, failed: GuardError) -> bool:
+        """Tell the TF part waiting on channel `k` to stop and hand over what it holds; the
+        host finishes the call eagerly (raises `failed` where that is not possible)."""
+        rescue = self.rt.rescues.get(k)
+        if not self.rt.plan.rescuable or (
+                rescue is not None and self.rt.specs.get(rescue) is None):
+            raise failed
+        channel.send([_FLAGS[2]] + _zeros(channel))
+        self.eager = True
+        self.rt.variant.fell_back(f"mid-call: {failed}")
+        return True
 
     def rescued(self, k: int) -> tuple:
         """The TF values live at the gate that failed (RESCUE channel `k`)."""
@@ -172,18 +177,25 @@ class CallContext:
             leaves = gen_data_flow_ops.queue_dequeue_v2(channel.handle, channel.dtypes)
         return tuple(unflatten(self.rt.layouts[k], list(leaves)))
 
-    def flag(self, site: int, value: int, values=()) -> None:
+    def flag(self, site: int, value: int, values=()) -> bool:
         """Tell the TF part about a loop iteration or the branch taken (see ChannelKind),
-        with the values an iteration starts with."""
+        with the values an iteration starts with; True if those no longer fit (a rescue,
+        as at a gate)."""
         if self.eager:
-            return
+            return False
         self.pos = site
-        channel = self.channels[self.rt.sites[site]]
+        k = self.rt.sites[site]
+        channel = self.channels[k]
         if value > 0 and channel.specs:
-            channel.send([_FLAGS[value]] + to_components(values, channel.specs,
-                                                         channel.layouts, channel.label))
+            try:
+                components = to_components(values, channel.specs, channel.layouts,
+                                           channel.label)
+            except GuardError as failed:
+                return self._rescue(k, channel, failed)
+            channel.send([_FLAGS[value]] + components)
         else:
             channel.send([_FLAGS[value]] + _zeros(channel))
+        return False
 
     def barrier(self, site: int) -> None:
         if self.eager:

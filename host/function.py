@@ -154,10 +154,11 @@ class SlicedFunction:
 
     # calling --------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if self.plain:
-            return self.fn(*args, **kwargs)
         stats = self.stats_
         stats.calls += 1
+        if self.plain:
+            stats.eager_calls += 1
+            return self.fn(*args, **kwargs)
         if not kwargs and len(args) == len(self._positional):  # the common case, fast
             values = dict(zip(self._positional, args))
         else:

@@ -34,6 +34,8 @@ class Key(enum.Enum):
     RESCUE = ("tuple of names on a statement with a GATE: the TF values live there, which the "
               "TF part hands to the host if a value sent at the gate no longer fits (the host "
               "then finishes the call eagerly)")
+    RESCUE_EACH = ("tuple of names on a MIRROR loop: the TF values live when an iteration starts, "
+                   "handed to the host if the values sent with its flag no longer fit")
     BARRIER = "bool: before this host statement the host waits for the TF part's effects"
     CHECK = ("bool: before this host statement the host waits for the TF work before it if "
              "that work can fail at run time (known once the TF part is built)")

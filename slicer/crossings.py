@@ -125,11 +125,15 @@ class _Crossings:
     def _set_gate(self, stmt: gast.stmt, names: list[str]) -> None:
         s = self.s
         anno.set(stmt, Key.GATE, tuple(names))
-        anno.set(stmt, Key.RESCUE, tuple(sorted(
-            n for n in s.on_tf - s.on_host if n in self._read_later(stmt)
-            and s.side.get(n) == _TF)))
+        self._set_rescue(stmt, Key.RESCUE)
         s.host_work = s.state_touched = False
         s.gate = (stmt, Key.GATE)
+
+    def _set_rescue(self, stmt: gast.stmt, key: Key) -> None:
+        s = self.s
+        anno.set(stmt, key, tuple(sorted(
+            n for n in s.on_tf - s.on_host if n in self._read_later(stmt)
+            and s.side.get(n) == _TF)))
 
     def _read_later(self, stmt: gast.stmt) -> set[str]:
         """Names read from `stmt`'s line on, or anywhere in a loop around it."""
@@ -272,6 +276,7 @@ class _Crossings:
             self.s.host_work = self.s.state_touched = False
             self.s.gate = (stmt, Key.EACH)
             self.loops.append(stmt)
+            self._set_rescue(stmt, Key.RESCUE_EACH)  # held when an iteration starts
             self.block(stmt.body)
             self.loops.pop()
             touched = self.s.state_touched or touched

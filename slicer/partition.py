@@ -259,6 +259,8 @@ class _Partition:
         loop = not isinstance(stmt, gast.If)
         each = anno.get(stmt, Key.EACH, ())
         k = self.channel(ChannelKind.LOOP if loop else ChannelKind.BRANCH, each, stmt.lineno)
+        live = anno.get(stmt, Key.RESCUE_EACH, ()) if self.rescuable and each else ()
+        rescue = self.channel(ChannelKind.RESCUE, live, stmt.lineno) if live else None
         if each:
             self.profile_each[id(stmt)] = templates.replace(f"_gpe_obs({k}, __v__)",
                                                             __v__=_tuple(each))
@@ -278,6 +280,11 @@ class _Partition:
             construct.entries.append(self.current)
             self.host += templates.replace(f"_gpe_c.flag({self.site(k)}, {flag}, __v__)",
                                            __v__=_tuple(each))
+            if live:  # values that no longer fit the flag: the host takes over
+                (check,) = templates.replace(
+                    f"if __flag__:\n    __live__ = _gpe_c.rescued({rescue})",
+                    __flag__=self.host.pop().value, __live__=_tuple(live, store=True))
+                self.host.append(check)
             fn = _function(name, each + own)
             fn.body = self.block(block, own)
             target.append(fn)
@@ -290,10 +297,12 @@ class _Partition:
             templates.name(n, True) for n in own], ctx=gast.Store())
         if loop:
             self.host += templates.replace(f"_gpe_c.flag({self.site(k)}, 0)")
-            call = f"_gpe_rt.loop(_gpe_q, {k}, {names[0]}, __c__)"
+            call = (f"_gpe_rt.loop(_gpe_q, {k}, {names[0]}, __c__, {rescue}, "
+                    f"lambda {', '.join(own)}: __l__)")
         else:
             call = f"_gpe_rt.branch(_gpe_q, {k}, {names[0]}, {names[1]}, __c__)"
-        target += templates.replace(f"__r__ = {call}", __r__=result, __c__=_tuple(own))
+        target += templates.replace(f"__r__ = {call}", __r__=result, __c__=_tuple(own),
+                                    __l__=_tuple(live))
         rest = _function(f"_gpe_rest{k}", ())
         target += [rest] + templates.replace(
             f"return _gpe_rt.proceed({alive}, _gpe_rest{k}, __c__)", __c__=_tuple(carried))

@@ -190,3 +190,33 @@ def test_a_guard_that_fails_mid_call_after_variable_updates():
     assert list(failures.values()) == [1], failures
     reason = next(iter(failures))
     assert reason.startswith("mid-call: ") and "expected float float64(), got tensor" in reason
+
+
+def test_a_loop_value_that_changes_type_mid_loop():
+    """Each iteration's value crosses with its flag; when one no longer fits (a tensor
+    where floats were seen) the TF part hands over the loop's state and the host finishes
+    the loop and the call eagerly."""
+    def make(log):
+        v = tf.Variable(0.0)
+
+        def run(x, n):
+            schedule = [0.5, 0.25, 0.125]
+            if int(n) == 4:
+                schedule[1] = tf.constant(0.25)
+            h = x
+            for s in schedule:
+                h = h * s + 1.0
+                v.assign_add(tf.reduce_sum(h))
+            log.append(len(schedule))
+            return h
+        return run, {"v": v}
+    x = tf.ones([2, 3])
+    rest = {"Mul": 2, "AddV2": 2, "Sum": 2, "AssignAddVariableOp": 2}
+    # 3 profile calls, call 3 sliced, call 4 rescued; then 3 profile calls again
+    under = check(make, [(x, float(i)) for i in range(8)], graph_calls=1 + 1,
+                  profile_calls=3, host_ops_allowed=frozenset(rest))
+    # the last two iterations of call 4 ran on the host (a Mul with the Pending `s` is
+    # dispatched twice by TF's operator wrapper: counted 3 times)
+    assert dict(under.host_ops, Mul=min(under.host_ops["Mul"], 2)) == rest, under.host_ops
+    reason = next(iter(under.target.stats()["guard_failures"]))
+    assert reason.startswith("mid-call: ") and "got tensor" in reason

@@ -224,10 +224,12 @@ class _TraceRuntime:
             return stop()
         return lambda: tf.cond(tf.equal(flag, 2), hand_over, stop)
 
-    def loop(self, queues, index, body: Callable, carried: tuple):
+    def loop(self, queues, index, body: Callable, carried: tuple, rescue: int | None = None,
+             live: Callable | None = None):
         """A loop the host decides: before each iteration the host sends 1 (one more), 0
-        (done) or -1 (cancel), with the values the iteration starts with.
-        `body(*values, *carried)` returns (going on, carried values)."""
+        (done), -1 (cancel) or 2 (a rescue: the values no longer fit; the TF values
+        `live(*carried)` go to the host on channel `rescue`), with the values the
+        iteration starts with. `body(*values, *carried)` returns (going on, carried)."""
         specs = self.specs[index]
         with tf.control_dependencies(self.unchecked):
             first = self._receive(queues[index], specs, [tf.int32], wrap=False)
@@ -250,18 +252,24 @@ class _TraceRuntime:
 
         start = (*first, *carried)
         try:
-            out = tf.while_loop(lambda flag, *_: flag > 0, step, start, parallel_iterations=1)
+            out = tf.while_loop(lambda flag, *_: tf.equal(flag, 1), step, start,
+                                parallel_iterations=1)
         except ValueError as exc:  # a loop variable changes shape from one iteration on
             if "shape_invariants" not in str(exc):
                 raise
             self.unchecked = []
             invariants = tuple(tf.TensorShape(None) if i > n else t.shape
                                for i, t in enumerate(start))
-            out = tf.while_loop(lambda flag, *_: flag > 0, step, start,
+            out = tf.while_loop(lambda flag, *_: tf.equal(flag, 1), step, start,
                                 shape_invariants=invariants, parallel_iterations=1)
         self.unchecked = outer
         flag, *values = out if isinstance(out, (list, tuple)) else (out,)
-        return (flag >= 0, *values[n:])
+        carried_out = values[n:]
+        if rescue is not None:
+            hand_over = self._rescue(queues[rescue], rescue, live(*carried_out), flag,
+                                     lambda: tf.constant(False))
+            hand_over()
+        return (tf.equal(flag, 0), *carried_out)
 
     def branch(self, queues, index, then: Callable, orelse: Callable, carried: tuple):
         """An `if` the host decides: it sends 1 (the body), 0 (else) or -1 (cancel)."""
