@@ -52,16 +52,19 @@ def test_a_dropped_function_leaves_the_sink():
     (before, every part ever built stayed, and each restart and call got slower)."""
     from host.session import get_session
     x = tf.ones([4])
-    counts = []
-    for i in range(4):
+
+    def make(i):
         v = tf.Variable(float(i))
 
         def f(x):
             return tf.reduce_sum(x) * v
+        return gpe.function(f, profile_calls=1, adaptive=False)
 
-        sliced = gpe.function(f, profile_calls=1, adaptive=False)
+    counts = []
+    for i in range(4):
+        sliced = make(i)
         for _ in range(3):
             assert float(sliced(x)) == 4.0 * i
         counts.append(len(get_session().parts))
-        del sliced, f, v
+        del sliced
     assert counts[1:] == counts[:1] * 3, counts
