@@ -136,26 +136,31 @@ def _block(stmts: list[gast.stmt], counter) -> list[gast.stmt]:
 
 
 def _loop_or_branch(stmt, counter) -> list[gast.stmt]:
-    """Hoist inside the blocks of a `for`/`while`/`if` (the TF part may follow it), and a
-    test the TF part can compute into a TF temporary the host reads (a `while` computes it
-    again at the end of its body, unless a `continue` would skip that)."""
+    """Hoist inside the blocks of a `for`/`while`/`if` (the TF part may follow it), and the
+    TF work of its header (a tensor test whole) into TF temporaries before it (a `while`
+    computes them again at the end of its body, unless a `continue` would skip that)."""
     stmt.body = _block(stmt.body, counter)
     stmt.orelse = _block(stmt.orelse, counter)
-    if isinstance(stmt, gast.For) or not (anno.get(stmt.test, Key.KIND) == Kind.TENSOR
-                                          and tf_evaluable(stmt.test)):
-        return []
     if isinstance(stmt, gast.While) and any(
             isinstance(n, gast.Continue) for n in _own_statements(stmt.body)):
         return []
-    name = f"_gpe_t{next(counter)}"
-    test, stmt.test = stmt.test, _name(name, gast.Load())
-    if isinstance(stmt, gast.While):
-        again = gast.Assign(targets=[_name(name, gast.Store())], value=copy.deepcopy(test),
-                            type_comment=None)
-        gast.copy_location(again, stmt.body[-1])
-        anno.set(again, Key.ORIGIN, anno.get(stmt, Key.ORIGIN, stmt.lineno))
-        stmt.body.append(again)
-    return [gast.Assign(targets=[_name(name, gast.Store())], value=test, type_comment=None)]
+    header = "iter" if isinstance(stmt, gast.For) else "test"
+    node = getattr(stmt, header)
+    if header == "test" and anno.get(node, Key.KIND) == Kind.TENSOR and tf_evaluable(node):
+        name = f"_gpe_t{next(counter)}"  # the whole test
+        pre = [gast.Assign(targets=[_name(name, gast.Store())], value=node, type_comment=None)]
+        setattr(stmt, header, _name(name, gast.Load()))
+    else:  # the TF parts of it, as in a host statement
+        hoister = _Hoister(counter, to_host=False)
+        setattr(stmt, header, hoister.visit(node))
+        pre = hoister.pre
+    if isinstance(stmt, gast.While) and pre:  # computed again before each later test
+        for assign in pre:
+            again = copy.deepcopy(assign)
+            gast.copy_location(again, stmt.body[-1])
+            anno.set(again, Key.ORIGIN, anno.get(stmt, Key.ORIGIN, stmt.lineno))
+            stmt.body.append(again)
+    return pre
 
 
 def _own_statements(stmts):

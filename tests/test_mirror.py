@@ -186,3 +186,82 @@ def test_nested_loops_and_printing_inside():
         return nested, {"w": w}
     batches = [XS[:2], XS[2:], XS[1:3]]
     check(make, [(batches,), (batches[:2],), (batches,), (batches[1:],)] * 2, graph_calls=6)
+
+
+def test_for_over_a_dict_a_tensor_and_a_generator():
+    def make(log):
+        v = tf.Variable(tf.zeros([3]))
+
+        def mix(weights, t):
+            for name, scale in weights.items():     # a dict of Python numbers
+                v.assign_add(tf.reduce_sum(t, axis=0) * scale)
+                log.append(name)
+            for row in t:                            # rows of a tensor
+                v.assign_sub(row * 0.1)
+            total = tf.zeros([])
+            for k in (i * i for i in range(3)):      # a generator
+                total = total + tf.reduce_sum(v) * k
+            return total
+        return mix, {"v": v}
+    weights = {"a": 0.5, "b": 2.0}
+    # the host iterates the tensor's rows (a slice each); the TF work runs in the graph
+    check(make, [(weights, XS[i % 4]) for i in range(6)],
+          host_ops_allowed=frozenset({"StridedSlice"}))
+
+
+def test_continue_last_in_the_body_and_an_if_inside_a_loop():
+    def make(log):
+        v = tf.Variable(tf.zeros([2, 3]))
+
+        def walk(xs, limit):
+            for i, x in enumerate(xs):
+                y = x * 2.0
+                if float(tf.reduce_sum(y)) > limit:
+                    v.assign_add(y)
+                else:
+                    v.assign_sub(x)
+                    log.append(("small", i))
+                if i % 2 == 0:
+                    continue
+            return tf.reduce_sum(v)
+        return walk, {"v": v}
+    check(make, [(XS, 0.0), (XS, 1.0), (XS, -1.0), (XS, 0.5), (XS, 0.0)])
+
+
+def test_loop_else_and_try_inside_run_on_the_host():
+    def make(log):
+        v = tf.Variable(0.0)
+
+        def search(xs, target):
+            for x in xs:
+                s = tf.reduce_sum(x)
+                if float(s) > target:
+                    break
+            else:
+                log.append("not found")
+            try:
+                v.assign_add(s)
+            except ValueError:
+                log.append("failed")
+            return s
+        return search, {"v": v}
+    check(make, [(XS, 0.0), (XS, 100.0), (XS, -100.0)] * 2,
+          host_ops_allowed=frozenset({"Sum", "AssignAddVariableOp", "Greater"}))
+
+
+def test_an_exception_inside_a_branch_the_tf_part_follows():
+    def make(log):
+        v = tf.Variable(tf.ones([3]))
+
+        def guarded(x, strict):
+            g = tf.reduce_mean(x, axis=0)
+            if strict > 0:
+                v.assign_sub(g * 0.2)
+                if float(tf.reduce_min(v)) < 0.5:
+                    raise ValueError("v too small")
+                log.append("strict")
+            v.assign(v * 0.9)
+            return v.read_value()
+        return guarded, {"v": v}
+    under = check(make, [(XS[0] + 1.0, 1.0)] * 6 + [(XS[1], 0.0)] * 2)
+    assert sum(r[0] == "raised" for r in under.results if isinstance(r, tuple)) >= 2
