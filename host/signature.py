@@ -48,7 +48,9 @@ def arg_fact(entry: tuple, value: Any) -> ArgFact:
     if what == "variable":
         return ArgFact(Kind.VARIABLE, constant=True, value=value, python_type="Variable")
     if what == "tensor":
-        return ArgFact(Kind.TENSOR, dtype=entry[1], shape=entry[2], python_type="Tensor")
+        length = entry[2][0] if entry[2] and entry[2][0] is not None else None
+        return ArgFact(Kind.TENSOR, dtype=entry[1], shape=entry[2], python_type="Tensor",
+                       length=length)
     if what == "constant":
         kind = Kind.PY_SCALAR if entry[1] in ("bool", "int") else Kind.HOST_DATA
         return ArgFact(kind, python_type=entry[1], constant=True, value=value)

@@ -40,6 +40,8 @@ class Key(enum.Enum):
     CHECK = ("bool: before this host statement the host waits for the TF work before it if "
              "that work can fail at run time (known once the TF part is built)")
     EXITS = "bool: a host statement that may return from the function (e.g. an `if` with `return`)"
+    ROWS = ("bool on a Name in the header of a `for` the TF part unrolls: a tensor iterated "
+            "row by row (the TF part unstacks it; eagerly Python slices it)")
     MIRROR = ("bool: a `for`, `while` or `if` the host decides whose body holds TF work: the TF "
               "part follows it (a while_loop told each iteration, a cond told the branch)")
     EACH = ("tuple of names on a MIRROR loop: host values sent with each iteration's flag (what "

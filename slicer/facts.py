@@ -72,7 +72,8 @@ class ArgFact:
     python_type: str = ""
     constant: bool = False
     value: Any = None
-    length: int | None = None  # a list or tuple of tensors: its length (fixed for the call)
+    # a list or tuple of tensors, or a tensor: its length (fixed for the call), where known
+    length: int | None = None
 
 
 @dataclass(frozen=True)

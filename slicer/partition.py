@@ -373,9 +373,18 @@ def _tf_calls(stmt: gast.stmt) -> gast.stmt:
     def special(node):
         return isinstance(node, gast.Call) and (
             anno.get(node.func, Key.KIND) == Kind.TF_CONSTANT or anno.get(node, Key.CALLEE))
-    if not any(special(n) for n in gast.walk(stmt)):
+    if not any(special(n) or anno.get(n, Key.ROWS) for n in gast.walk(stmt)):
         return stmt
     stmt = copy.deepcopy(stmt)  # the profile program keeps the original
+    for loop in [n for n in gast.walk(stmt) if isinstance(n, gast.For)]:
+        # `for row in t` over a tensor: `for row in _gpe_rt.rows(t)` (a graph tensor
+        # cannot be iterated; its rows, unstacked, are eager's slices)
+        header = loop.iter.args if isinstance(loop.iter, gast.Call) else None
+        if anno.get(loop.iter, Key.ROWS):
+            loop.iter = templates.expr("_gpe_rt.rows(t)", t=loop.iter)
+        elif header:
+            loop.iter.args = [templates.expr("_gpe_rt.rows(t)", t=a)
+                              if anno.get(a, Key.ROWS) else a for a in header]
     for call in [n for n in gast.walk(stmt) if special(n)]:
         method = "call" if anno.get(call, Key.CALLEE) else "constant"
         call.args = [call.func] + call.args

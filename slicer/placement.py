@@ -112,9 +112,10 @@ class _Placer:
         self.mirrored = False  # inside a statement the TF part follows (no Python values there)
         rebound = {n.id for n in gast.walk(parsed.node) if isinstance(n, gast.Name)
                    and isinstance(n.ctx, gast.Store)}
-        # lists and tuples of tensors whose length the call key fixes
+        # lists and tuples of tensors (and tensors) whose length the call key fixes
         self.sequences = {n for n, f in facts.args.items()
                           if f.length is not None and n not in rebound}
+        self.tensors = {n for n in self.sequences if facts.args[n].python_type == "Tensor"}
 
     def block(self, stmts: list[gast.stmt]) -> None:
         for stmt in stmts:
@@ -254,6 +255,8 @@ class _Placer:
         element by element), or enumerate/zip of such. (A structure of TF values the TF
         part builds, like zip(params, grads), is fixed when it is built: see the caller.)"""
         if isinstance(node, gast.Name):
+            if node.id in self.tensors:
+                anno.set(node, Key.ROWS, True)
             return node.id in self.sequences
         return (isinstance(node, gast.Call) and isinstance(node.func, gast.Name)
                 and node.func.id in ("enumerate", "zip") and not node.keywords

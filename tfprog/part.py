@@ -288,6 +288,11 @@ class _TraceRuntime:
         return tf.cond(alive, rest, lambda: self.end(carried, False))
 
     @staticmethod
+    def rows(tensor):
+        """`for row in t` over a tensor of known length, unrolled."""
+        return tf.unstack(tensor)
+
+    @staticmethod
     def end(carried: tuple, alive: bool = True):
         return (tf.constant(alive), *carried)
 
