@@ -501,7 +501,7 @@ def recursion_over_tree(log):
     return f, {"w": w}, [(X,)] * 6
 
 
-@program(False)
+@program(True)
 def list_comprehension_of_tf(log):
     def f(x):
         parts = [tf.reduce_sum(x[i]) for i in range(4)]

@@ -141,7 +141,10 @@ class CallContext:
 
     def recv(self, site: int):
         self.pos = site
-        return self.channels[self.rt.sites[site]].recv()
+        channel = self.channels[self.rt.sites[site]]
+        if channel.layouts and channel.layouts[0] is not None:
+            return channel.recv_structure()  # a list of TF values: built now
+        return channel.recv()
 
     def gate(self, site: int, values) -> bool:
         """Send the values the TF part waits for here; True if one no longer fits, so the

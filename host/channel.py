@@ -15,7 +15,7 @@ import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
 from host.pending import Pending
-from tfprog.channels import ValueSpec
+from tfprog.channels import ValueSpec, unflatten
 
 _WOKEN = (tf.errors.CancelledError, tf.errors.OutOfRangeError, RuntimeError)
 MAX_UNREAD = 256  # well past how far the host can run ahead (the entry queues hold 64)
@@ -47,6 +47,19 @@ class HostChannel:
             if len(self._waiting) > MAX_UNREAD:
                 self._pull_one()
         return pending
+
+    def recv_structure(self):
+        """A list/tuple/dict of TF values, received now (in FIFO order after any value of
+        this channel still pending)."""
+        with self._lock:
+            while self._waiting:
+                self._pull_one()
+            try:
+                with self.session.waiting(self.label):
+                    leaves = gen_data_flow_ops.queue_dequeue_v2(self.handle, self.dtypes)
+            except _WOKEN as exc:
+                self._woken(exc)
+        return unflatten(self.layouts, list(leaves))[0]
 
     def resolve(self, pending: Pending) -> None:
         with self._lock:

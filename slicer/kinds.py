@@ -191,6 +191,23 @@ class _Inferer:
         obj = self.parsed.lookup(node.id)
         return Kind.HOST if obj is MISSING else self.classify(obj)
 
+    def _ListComp(self, node: gast.ListComp) -> Kind:
+        """`[f(x[i]) for i in range(n)]` over a range fixed for the call, with TF values for
+        elements: a list of TF values the TF part builds (unrolled); else a host list."""
+        env, constants = dict(self.env), set(self.constants)
+        gen = node.generators[0]
+        self.expr(gen.iter)
+        counting = (len(node.generators) == 1 and not gen.ifs and _is_range(gen.iter)
+                    and anno.get(gen.iter, Key.CONSTANT, False)
+                    and isinstance(gen.target, gast.Name))
+        self._bind_loop_target(gen.target, gen.iter)
+        self._note_constant(gen.target, counting)
+        kind = self.expr(node.elt)
+        for extra in node.generators[1:]:
+            self.expr(extra.iter)
+        self.env, self.constants = env, constants  # the comprehension's own scope
+        return Kind.TF_OBJECT if counting and kind in TF_KINDS else Kind.HOST
+
     def _Constant(self, node: gast.Constant) -> Kind:
         return Kind.PY_SCALAR if isinstance(node.value, (bool, int, float)) else Kind.HOST_DATA
 

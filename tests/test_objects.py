@@ -88,3 +88,21 @@ def test_decorated_method_with_keras_attributes_runs_in_the_graph():
         assert np.array_equal(va.numpy(), vb.numpy())
     stats = KerasTrainer.train.stats()
     assert stats["graph_calls"] == 4, stats
+
+
+def test_a_list_of_tf_values_read_on_the_host_stays_a_list():
+    from harness import check
+
+    def make(log):
+        w = tf.Variable(tf.ones([3, 2]))
+        b = tf.Variable(tf.zeros([2]))
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.matmul(x, w) + b)
+            grads = tape.gradient(loss, [w, b])
+            log.append((type(grads).__name__, len(grads), [g.shape.as_list() for g in grads]))
+            w.assign_sub(0.1 * grads[0])
+            return grads
+        return step, {"w": w, "b": b}
+    check(make, [(X,)] * 4)

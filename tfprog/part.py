@@ -301,13 +301,17 @@ class _TraceRuntime:
         return tf.reshape(gen_data_flow_ops.queue_dequeue_v2(queues[index], [tf.int32])[0], [])
 
     def output(self, queues, index, value):
+        """Send `value` to the host: a tensor, or a list/tuple/dict of them (sent leaf by
+        leaf; the host rebuilds it: never packed into one tensor)."""
+        layout, leaves = flatten(value)
         try:
-            tensor = tf.convert_to_tensor(value)
+            tensors = [tf.convert_to_tensor(leaf) for leaf in leaves]
         except (TypeError, ValueError) as exc:
             raise PartError(f"{self.plan.channel(index).names[0]} is not a tensor: {exc}")
-        self.specs[index] = [ValueSpec(tensor.dtype, tuple(tensor.shape.as_list())
-                                       if tensor.shape.rank is not None else None)]
-        gen_data_flow_ops.queue_enqueue_v2(queues[index], [tensor])
+        self.specs[index] = [ValueSpec(t.dtype, tuple(t.shape.as_list())
+                                       if t.shape.rank is not None else None) for t in tensors]
+        self.layouts[index] = [layout]
+        gen_data_flow_ops.queue_enqueue_v2(queues[index], tensors)
 
     def barrier(self, queues, index):
         self._note_failing_ops()
