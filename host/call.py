@@ -64,6 +64,13 @@ def _describe(value) -> str:
         return type(value).__name__
 
 
+def unwrap(fn, args) -> tuple:
+    """(the SlicedFunction, the arguments it gets) of a sliced function or bound method."""
+    if hasattr(fn, "_sliced"):
+        return fn._sliced, (fn._obj,) + tuple(args)
+    return fn, tuple(args)
+
+
 class Runtime:
     """`_gpe_rt` of one variant's host code. The host code names each place it uses a
     channel by a site number (plan.sites gives the channel)."""
@@ -77,6 +84,7 @@ class Runtime:
         self.entry = first.index if first is not None and first.kind == ChannelKind.ENTRY else None
         self.waits = variant.part.waits
         self.folded = variant.folded  # [(name, index in the entry values, constant)]
+        self.nested = variant.nested  # per nested call site: the callee variant, or None
         self.plan, self.specs, self.layouts = plan, variant.part.specs, variant.part.layouts
         # gate channel -> its RESCUE channel (made right after it), where there is one
         self.rescues = {c.index - 1: c.index for c in plan.channels
@@ -107,10 +115,15 @@ class Runtime:
                 if type(value) is not type(constant) or value != constant:
                     raise EntryGuardFailed(f"{name}: expected {constant!r}, got {value!r}",
                                            name)
-        try:
-            session.start_call(registration.index)
-        except tf.errors.OpError as exc:
-            session.raise_failure("the control queue", exc)
+        nested_start = session.nested_start
+        if nested_start is not None:  # run by the caller's TF part: no part number to send
+            session.nested_start = None
+            nested_start()
+        else:
+            try:
+                session.start_call(registration.index)
+            except tf.errors.OpError as exc:
+                session.raise_failure("the control queue", exc)
         if components is not None:
             registration.channels[self.entry].send(components)
         return CallContext(self, registration)
@@ -172,6 +185,30 @@ class CallContext:
         self.eager = True
         self.rt.variant.fell_back(f"mid-call: {failed}")
         return True
+
+    def nested(self, call: int, skip: int, slot: int, fn, *args, **kwargs):
+        """`fn(*args, **kwargs)` where fn is a function gpe slices too. When it takes the
+        variant this part's TF part runs at `slot`, its host program runs nested: just
+        before it sends anything, the TF part is told (site `call`) to run that variant's
+        TF part. Otherwise (another variant, its entry does not fit, or after a rescue) the
+        TF part is told to skip it (site `skip`) and fn runs eagerly, as eager would."""
+        if self.eager:
+            return fn(*args, **kwargs)
+        callee = self.rt.nested[slot]
+        if callee is not None:
+            sliced, all_args = unwrap(fn, args)
+            if not callee.eager_faster and sliced.variants.get(
+                    sliced.key_for(all_args, kwargs)) is callee:
+                session = self.rt.variant.session
+                session.nested_start = lambda: self.flag(call, 1)
+                try:
+                    return sliced.nested_call(callee, all_args, kwargs)
+                except EntryGuardFailed:
+                    pass  # nothing was sent for the callee: run it eagerly below
+                finally:
+                    session.nested_start = None
+        self.flag(skip, 0)
+        return fn(*args, **kwargs)
 
     def rescued(self, k: int) -> tuple:
         """The TF values live at the gate that failed (RESCUE channel `k`)."""

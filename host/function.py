@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 
 from host import signature
-from host.call import EntryGuardFailed, Runtime
+from host.call import EntryGuardFailed, Runtime, unwrap
 from host.loader import load
 from host.session import Registration, Session, get_session
 from host.speculation import (Assumptions, channel_specs, guard_value,
@@ -82,6 +82,7 @@ class Variant:
         self.eager_faster = False
         self.folded: list = []  # entry values used as constants: (name, index, value)
         self.stale = False  # a call fell back mid-call: build again (see fell_back)
+        self.nested: list = []  # per nested call site: the callee's variant its TF part runs
         # what the TF part captured when traced (held: their ids are in the call key)
         self.held = [signature.resolve(g, bound_values, owner.lookup) for g in plan.captures]
 
@@ -92,7 +93,8 @@ class Variant:
                                      {"_gpe_rt": rt, "_gpe_k": k}, signature=False)
         self.folded = list(folded.values())
         self.part = build_part(self.plan, factory, self.bound, specs, layouts,
-                               {pos: value for pos, (_, _, value) in folded.items()})
+                               {pos: value for pos, (_, _, value) in folded.items()},
+                               [v.part if v is not None else None for v in self.nested])
         self.host_fn = load(self.plan.host_source, self.plan.host_tree, fn,
                             {"_gpe_rt": Runtime(self)})
 
@@ -112,6 +114,18 @@ class Variant:
         if reg is None or reg.generation != session.generation:
             reg = self._registration = session.register(self.part, self)
         return reg
+
+
+def _callee_variant(seen) -> "Variant | None":
+    """The variant a nested call site runs in the TF part: the one the callee built for
+    the arguments the profile call saw, if it runs sliced."""
+    if seen is None:
+        return None
+    sliced, key = seen
+    variant = sliced.variants.get(key)
+    if variant is None or variant.eager_faster or variant.part is None:
+        return None
+    return variant
 
 
 class SlicedFunction:
@@ -146,6 +160,34 @@ class SlicedFunction:
         self.__wrapped__ = fn
         for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
             setattr(self, attr, getattr(fn, attr, None))
+
+    _gpe_sliced = True  # what host.oracle classifies as Kind.SLICED_FN
+
+    def key_for(self, args: tuple, kwargs: dict) -> tuple | None:
+        """The call key of these arguments (None where they do not bind)."""
+        try:
+            return self._key(self._values(args, kwargs))
+        except TypeError:
+            return None
+
+    def _values(self, args, kwargs) -> dict:
+        if not kwargs and len(args) == len(self._positional):
+            return dict(zip(self._positional, args))
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return bound.arguments
+
+    def nested_call(self, variant: "Variant", args, kwargs):
+        """Run `variant` inside a sliced call of another function (whose TF part runs
+        this one's); its begin() tells the caller's TF part to go on (session.nested_start)."""
+        self.stats_.calls += 1
+        self.stats_.graph_calls += 1
+        try:
+            return variant.host_fn(*args, **kwargs)
+        except EntryGuardFailed:
+            self.stats_.calls -= 1  # the caller runs it eagerly instead (counted there)
+            self.stats_.graph_calls -= 1
+            raise
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -321,12 +363,20 @@ class SlicedFunction:
         return plan
 
     def _profile(self, plan: SlicePlan, args, kwargs):
-        observed: dict[int, list] = {}
+        observed: dict = {}
 
         def observe(index, vals):
             observed[index] = list(vals)
 
-        program = load(plan.profile_source, plan.profile_tree, self.fn, {"_gpe_obs": observe})
+        def observe_call(slot, fn, *call_args, **call_kwargs):
+            """A call of a function gpe slices too: which of its variants this call takes
+            (its key, looked up once the caller is built)."""
+            sliced, all_args = unwrap(fn, call_args)
+            observed[("call", slot)] = (sliced, sliced.key_for(all_args, call_kwargs))
+            return fn(*call_args, **call_kwargs)
+
+        program = load(plan.profile_source, plan.profile_tree, self.fn,
+                       {"_gpe_obs": observe, "_gpe_obs_call": observe_call})
         self.stats_.profile_calls += 1
         self.stats_.eager_calls += 1
         return program(*args, **kwargs), observed
@@ -336,6 +386,8 @@ class SlicedFunction:
             specs, layouts = channel_specs(plan, runs, self.assumed.relaxed)
             folded = stable_entry_values(plan, runs, layouts, self.assumed.unfolded)
             variant = Variant(self, plan, {n: values[n] for n in plan.bound}, values)
+            variant.nested = [_callee_variant(runs[-1].get(("call", slot)))
+                              for slot in range(len(plan.nested))]
             variant.build(specs, layouts, folded)
             if not self.adaptive:
                 variant.timing = None
@@ -400,6 +452,8 @@ class SlicedFunction:
 
 class _BoundSliced:
     """A sliced method bound to an instance (the instance is an ordinary host argument)."""
+
+    _gpe_sliced = True
 
     def __init__(self, sliced: SlicedFunction, obj):
         self._sliced, self._obj = sliced, obj

@@ -26,6 +26,8 @@ def load(source: str, module: Any, fn: Callable, runtime: dict[str, Any],
     exec(code, fn.__globals__, namespace)  # defines the factory only, in `namespace`
     factory = namespace["_gpe_factory"]
     inner = next(c for c in factory.__code__.co_consts if isinstance(c, types.CodeType))
+    if signature:  # tracebacks name the user's function
+        inner = inner.replace(co_name=fn.__name__, co_qualname=fn.__qualname__)
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
     closure = tuple(cells[name] if name in cells else types.CellType(runtime[name])
                     for name in inner.co_freevars)

@@ -50,6 +50,8 @@ def classify(obj: Any) -> Kind:
         if issubclass(obj, _TF_CONTEXTS):
             return Kind.TF_FACTORY
         return Kind.HOST  # tf.Variable(...) and other constructors run eagerly on the host
+    if getattr(type(obj), "_gpe_sliced", False):
+        return Kind.SLICED_FN
     keras_kind = _keras_kind(obj)
     if keras_kind is not None:
         return keras_kind

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
@@ -41,11 +41,13 @@ class Registration:
     index: int                     # the part's number in the sink
     channels: list[HostChannel]    # by channel index
     generation: int
+    handles: list = field(default_factory=list)  # the queues the sink passes the part
 
 
 class Session:
     def __init__(self, wait_timeout: float | None = None):
         self._lock = threading.RLock()
+        self.nested_start = None  # see CallContext.nested: set while a nested call begins
         self._new_generation()
         self.generation = 0
         self.wait_timeout = wait_timeout or float(os.environ.get("GPE_WAIT_TIMEOUT", "600"))
@@ -108,7 +110,11 @@ class Session:
                          f"{part.plan.filename}:{channel.lineno}")
                 channels.append(HostChannel(queue, dtypes, part.specs[channel.index], label, self,
                                             part.layouts.get(channel.index)))
-            registration = Registration(len(self.parts), channels, self.generation)
+            # a part that runs other functions' TF parts (nested calls) gets their queues too
+            extra = [c.handle for callee in getattr(owner, "nested", ()) if callee is not None
+                     for c in callee.registration().channels]
+            registration = Registration(len(self.parts), channels, self.generation,
+                                        [c.handle for c in channels] + extra)
             self.parts.append((part, registration, weakref.ref(owner)))
             self._restart()
             log.debug("registered %s as part %d", part.function_name, registration.index)
@@ -124,7 +130,7 @@ class Session:
         if not self.parts:
             return
         sink = build_sink(self.control, [
-            (part.function, [c.handle for c in reg.channels]) for part, reg, _ in self.parts],
+            (part.function, reg.handles) for part, reg, _ in self.parts],
             self.timer, self.done)
         previous = self.thread
         if previous is not None:

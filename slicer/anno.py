@@ -42,6 +42,8 @@ class Key(enum.Enum):
     EXITS = "bool: a host statement that may return from the function (e.g. an `if` with `return`)"
     ROWS = ("bool on a Name in the header of a `for` the TF part unrolls: a tensor iterated "
             "row by row (the TF part unstacks it; eagerly Python slices it)")
+    NESTED = ("bool: a host statement that calls a function gpe slices too: the TF part "
+              "follows the call, running that function's TF part when the host says so")
     MIRROR = ("bool: a `for`, `while` or `if` the host decides whose body holds TF work: the TF "
               "part follows it (a while_loop told each iteration, a cond told the branch)")
     EACH = ("tuple of names on a MIRROR loop: host values sent with each iteration's flag (what "

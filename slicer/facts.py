@@ -24,6 +24,8 @@ class Kind(enum.Enum):
     HOST_FN = "a host callable known not to touch TF state (builtins, numpy, math)"
     HOST_DATA = "plain Python data (containers, strings, arrays): its methods do not touch TF"
     HOST = "any other host value or callable (calling it may touch TF state)"
+    SLICED_FN = ("a function gpe slices too (decorated, or wrapped by gpe run): called from a "
+                 "sliced function, its TF part runs inside the caller's")
     HOST_ONLY = ("a host value seen not to fit a channel (a string, an arbitrary object): "
                  "TF work that reads it stays on the host")
 

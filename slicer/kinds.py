@@ -228,6 +228,8 @@ class _Inferer:
                     value, (list, tuple)):
                 return Kind.TF_OBJECT  # self.model.trainable_variables, as above
             kind = self.classify(value)
+            if kind == Kind.SLICED_FN:
+                return kind  # self.encode: the call is a nested sliced call
             if kind in _CAPTURABLE and _stable(value):
                 anno.set(node, Key.PATH, _dotted(node))
                 return kind

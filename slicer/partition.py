@@ -93,6 +93,8 @@ class _Partition:
         self.profile_entry: list[gast.stmt] = []
         self.profile_before: dict[int, list[gast.stmt]] = {}
         self.profile_each: dict[int, list[gast.stmt]] = {}  # at the start of each iteration
+        self.profile_replace: dict[int, gast.stmt] = {}  # nested calls, observed
+        self.nested: list[int] = []  # per nested call site: its BRANCH channel
         # the host program holds each TF statement too, run only once a value no longer
         # fits a gate's channel (the host then finishes the call eagerly: see call.py);
         # not possible when a TF `with` block holds host work (it would run twice)
@@ -140,15 +142,15 @@ class _Partition:
                                                with_args=True, __entry__=entry_tuple,
                                                __declarations__=declarations)
         tf_source, _ = self._factory(TF_FACTORY, ["_gpe_rt", "_gpe_k"], tf_body)
-        profile_source, profile_tree = self._factory(PROFILE_FACTORY, ["_gpe_obs"],
-                                                     profile, with_args=True)
+        profile_source, profile_tree = self._factory(
+            PROFILE_FACTORY, ["_gpe_obs", "_gpe_obs_call"], profile, with_args=True)
         return SlicePlan(
             name=fn.name, qualname=self.parsed.fn.__qualname__,
             filename=self.parsed.filename, lineno=fn.lineno,
             host_source=host_source, tf_source=tf_source, profile_source=profile_source,
             host_tree=host_tree, profile_tree=profile_tree, captures=self._captures(tf_body),
             channels=tuple(self.channels), sites=tuple(self.sites), routes=self._routes(),
-            bound=bound, rescuable=self.rescuable,
+            bound=bound, rescuable=self.rescuable, nested=tuple(self.nested),
             lines=tuple(self.lines), assumptions=(self.facts.assumed,) if self.facts.assumed
             else ())
 
@@ -175,6 +177,8 @@ class _Partition:
                 continue
             if anno.get(stmt, Key.MIRROR):
                 target = self._mirror(stmt, target, carried, crossing)
+            elif anno.get(stmt, Key.NESTED):
+                target = self._nested(stmt, target, carried, crossing)
             elif place == Place.TF:
                 target = self._tf_statement(stmt, target, carried, crossing)
             elif place == Place.HOST:
@@ -309,6 +313,40 @@ class _Partition:
         self._outputs(stmt, rest.body, [])
         return rest.body
 
+    def _nested(self, stmt, target, carried, crossing):
+        """A call of a function gpe slices too: the host calls its variant in nested mode
+        and tells the TF part (1) to run that variant's TF part here, or (0) that it called
+        the function eagerly instead (see CallContext.nested); -1 cancels the rest."""
+        self._host_order(stmt, target)
+        k = self.channel(ChannelKind.BRANCH, (), stmt.lineno)
+        slot = len(self.nested)
+        self.nested.append(k)
+        construct = _Block("if", k, self.current)
+        self.current.entries.append(construct)
+        sites = []
+        for _ in (1, 0):
+            block = _Block("branch", k, construct)
+            construct.entries.append(block)
+            saved, self.current = self.current, block
+            sites.append(self.site(k))
+            self.current = saved
+        host = copy.copy(stmt)
+        host.value = _rerouted(stmt.value, f"_gpe_c.nested({sites[0]}, {sites[1]}, {slot}, f)")
+        self.host.append(host)
+        profile = copy.copy(stmt)
+        profile.value = _rerouted(stmt.value, f"_gpe_obs_call({slot}, f)")
+        self.profile_replace[id(stmt)] = profile
+        crossing.append("the host tells the TF part whether it runs the callee's TF part")
+        then, orelse = _function(f"_gpe_then{k}", ()), _function(f"_gpe_else{k}", ())
+        then.body = templates.replace(f"_gpe_rt.invoke(_gpe_q, {slot})\nreturn _gpe_rt.end(())")
+        orelse.body = templates.replace("return _gpe_rt.end(())")
+        target += [then, orelse] + templates.replace(
+            f"_gpe_alive{k}, = _gpe_rt.branch(_gpe_q, {k}, _gpe_then{k}, _gpe_else{k}, ())")
+        rest = _function(f"_gpe_rest{k}", ())
+        target += [rest] + templates.replace(
+            f"return _gpe_rt.proceed(_gpe_alive{k}, _gpe_rest{k}, __c__)", __c__=_tuple(carried))
+        return rest.body
+
     def _routes(self) -> tuple:
         """For each site (and, last, for the call's start): what the TF part does next if
         the host leaves the call there: the TF->host channels it fills before it next waits
@@ -322,6 +360,7 @@ class _Partition:
         out = []
         for stmt in stmts:
             out += self.profile_before.get(id(stmt), [])
+            stmt = self.profile_replace.get(id(stmt), stmt)
             if anno.get(stmt, Key.MIRROR):
                 each = self.profile_each.get(id(stmt), [])
                 stmt = copy.copy(stmt)
@@ -355,7 +394,9 @@ class _Partition:
 
     def _factory(self, template, runtime, body, with_args=False, **subs) -> str:
         params = runtime + list(self.parsed.fn.__code__.co_freevars)
-        subs.update(__body__=body or [gast.Pass()], __name__=self.parsed.node.name)
+        # the program is named apart from the function: a recursive call inside must find
+        # the function's own global (its gpe wrapper), not the factory's local program
+        subs.update(__body__=body or [gast.Pass()], __name__="_gpe_program")
         if with_args:
             subs["__args__"] = _plain_arguments(self.parsed.node.args)
         (factory,) = templates.replace(template, **subs)
@@ -400,6 +441,15 @@ def _in_line_scope(stmt: gast.stmt) -> gast.stmt:
     (wrapped,) = templates.replace(f"with _gpe_rt.line({line}, {effect}):\n    __body__",
                                    __body__=[stmt])
     return wrapped
+
+
+def _rerouted(call: gast.Call, template: str) -> gast.Call:
+    """`f(a, k=b)` as a call of `template` (whose last argument is `f`) with the same
+    arguments after it."""
+    new = templates.expr(template, f=call.func)
+    new.args = new.args + list(call.args)
+    new.keywords = list(call.keywords)
+    return new
 
 
 def _route(block: _Block, index: int, sites, channels) -> tuple:

@@ -44,6 +44,19 @@ _NOT_MIRRORED = (gast.Yield, gast.YieldFrom, gast.Try, gast.FunctionDef, gast.Cl
                  gast.Lambda, gast.Global, gast.Nonlocal, gast.Await)
 
 
+def nested_call(stmt: gast.stmt) -> gast.Call | None:
+    """The call in `y = f(...)`, `f(...)` or `return f(...)` when f is a function gpe slices
+    too (no *args or **kwargs spread into it)."""
+    value = getattr(stmt, "value", None) if isinstance(
+        stmt, (gast.Assign, gast.Expr, gast.Return)) else None
+    if not (isinstance(value, gast.Call) and anno.get(value.func, Key.KIND) == Kind.SLICED_FN):
+        return None
+    if any(isinstance(a, gast.Starred) for a in value.args) or any(
+            k.arg is None for k in value.keywords):
+        return None
+    return value
+
+
 def mirrored_statements(stmt: gast.stmt):
     """The statements inside a MIRROR statement the TF part follows: its blocks, TF `with`
     bodies, and nested MIRROR statements with theirs (a compound statement the host runs
@@ -110,6 +123,7 @@ class _Placer:
         self.both: set[str] = set()
         self.fixed = {n for n, f in facts.args.items() if f.constant}  # folded arguments
         self.mirrored = False  # inside a statement the TF part follows (no Python values there)
+        self.in_tf_with = 0
         rebound = {n.id for n in gast.walk(parsed.node) if isinstance(n, gast.Name)
                    and isinstance(n.ctx, gast.Store)}
         # lists and tuples of tensors (and tensors) whose length the call key fixes
@@ -124,7 +138,9 @@ class _Placer:
     def statement(self, stmt: gast.stmt) -> None:
         if is_tf_with(stmt):
             self._set(stmt, Place.TF, "TF: " + _describe_with(stmt))
+            self.in_tf_with += 1
             self.block(stmt.body)
+            self.in_tf_with -= 1
             return
         if isinstance(stmt, _REFUSED):
             raise self._refuse(stmt)
@@ -133,6 +149,13 @@ class _Placer:
             return
         if isinstance(stmt, gast.Pass) or (not self.mirrored and self._both(stmt)):
             self._set(stmt, Place.BOTH, "both: plain Python value, computed on each side")
+            return
+        call = nested_call(stmt)
+        if call is not None and not self.in_tf_with:
+            anno.set(stmt, Key.NESTED, True)
+            anno.set(stmt, Key.SYNC, False)  # its own parts keep its order with TF state
+            self._set(stmt, Place.HOST, f"host: calls {dotted(call.func)} (sliced too: its TF "
+                                        "part runs inside this one's)")
             return
         if is_tf_statement(stmt):
             value = stmt.value

@@ -1,10 +1,13 @@
 """Calls to user functions: a callee whose body is all TF work is sliced too and runs as its
 own FunctionDef called from the caller's TF part; any other callee runs on the host."""
+import io
+
 import numpy as np
 import tensorflow as tf
 
 from harness import check
-from host.opcount import graph_ops
+import gpe
+from host.opcount import eager_ops, graph_ops, user_ops
 
 X = tf.constant(np.arange(12, dtype=np.float32).reshape(4, 3) / 10)
 Y = tf.constant(np.linspace(-1, 1, 8, dtype=np.float32).reshape(4, 2))
@@ -75,3 +78,48 @@ def test_callee_with_host_work_runs_on_the_host():
             return z + fact(4)
         return step, {}
     check(make, [(X,)] * 3, host_ops_allowed=frozenset({"Mul", "AddV2", "Const"}))
+
+
+def _nested_program(sliced: bool):
+    v = tf.Variable(tf.zeros([3]))
+    log = []
+
+    def noisy(t, scale):
+        log.append(("noisy", scale))         # host work: not a pure-TF callee
+        return t * t * scale + 1.0
+
+    def step(x, scale):
+        y = inner(x, scale)                    # the callee's TF part runs in step's
+        v.assign_add(tf.reduce_sum(y, axis=0))
+        log.append("step")
+        return y * 2.0
+
+    inner = gpe.function(noisy, profile_calls=1, adaptive=False) if sliced else noisy
+    outer = gpe.function(step, profile_calls=1, adaptive=False) if sliced else step
+    return outer, inner, v, log
+
+
+def test_a_sliced_callee_with_host_work_runs_its_tf_part_inside_the_callers():
+    calls = [(X, 0.5), (X, 0.5), (X * 2, 0.5), (X, 0.25), (X, 2.0), (X, 0.5)]
+    eager_fn, _, eager_v, eager_log = _nested_program(False)
+    expected = [eager_fn(*c).numpy() for c in calls]
+    outer, inner, v, log = _nested_program(True)
+    host_ops = {}
+    got = []
+    for i, c in enumerate(calls):
+        with eager_ops() as counts:
+            got.append(outer(*c))
+        if i >= 1:
+            for op, n in user_ops(counts).items():
+                host_ops[op] = host_ops.get(op, 0) + n
+    for a, b in zip(expected, got):
+        assert np.array_equal(a, np.asarray(b))
+    assert np.array_equal(eager_v.numpy(), v.numpy()) and eager_log == log
+    assert outer.stats()["graph_calls"] == len(calls) - 1
+    assert inner.stats()["graph_calls"] == len(calls) - 1, inner.stats()
+    # the callee's TF work ran in the graph too; its result comes back through the host
+    # (a host value to the caller), so `y * 2.0` runs there, once per sliced call
+    assert host_ops == {"Mul": len(calls) - 1}, host_ops
+    assert "sliced too: its TF part runs inside this one's" in gpe.explain(
+        outer, file=io.StringIO())
+

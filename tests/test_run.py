@@ -73,6 +73,43 @@ def test_gpe_run_matches_plain_python_and_reports(tmp_path):
     assert "function(s) ran as plain Python" in report
 
 
+TREE = """
+import numpy as np
+import tensorflow as tf
+
+w = tf.Variable(np.eye(3, dtype=np.float32) * 0.5)
+TREE = ((0, 1), (2, (0, 2)))
+log = []
+
+def encode(node, leaves):
+    if isinstance(node, int):
+        return leaves[node]
+    return tf.tanh(tf.matmul(encode(node[0], leaves) + encode(node[1], leaves), w))
+
+def scaled(x, k):
+    log.append(k)                 # host work: a nested sliced call, not a pure-TF callee
+    return x * k + 1.0
+
+def step(x):
+    y = scaled(x, 0.5)
+    w.assign_add(tf.reduce_mean(y) * tf.eye(3) * 0.01)
+    return tf.reduce_sum(encode(TREE, [y[i:i + 1] for i in range(3)]))
+
+x = tf.reshape(tf.range(9, dtype=tf.float32), [3, 3]) / 10
+print([round(float(step(x)), 6) for _ in range(6)], w.numpy().sum(), len(log))
+"""
+
+
+def test_gpe_run_recursion_and_nested_sliced_calls_match_plain_python(tmp_path):
+    (tmp_path / "tree.py").write_text(TREE)
+    plain = run([sys.executable, "tree.py"], tmp_path)
+    sliced = run([sys.executable, "-m", "gpe.cli", "run", "--report", "tree.py"], tmp_path)
+    assert plain.returncode == 0 and sliced.returncode == 0, sliced.stderr[-2000:]
+    assert sliced.stdout == plain.stdout
+    report = sliced.stderr[sliced.stderr.index("gpe report"):]
+    assert "step: 6 calls, 3 sliced, 3 eager" in report, report
+
+
 def test_gpe_run_passes_exit_status_and_errors(tmp_path):
     (tmp_path / "fail.py").write_text("import sys\nsys.exit(3)\n")
     assert run([sys.executable, "-m", "gpe.cli", "run", "fail.py"], tmp_path).returncode == 3

@@ -124,6 +124,9 @@ class Part:
     waits: frozenset[int] = frozenset()  # CHECK channels the host must wait on
     uid: int = 0                         # names its ops' scopes (see LINE_SCOPE)
     folded: dict = dataclasses.field(default_factory=dict)  # entry leaf -> constant used
+    # per nested call site: the callee's Part this part runs there (its channels' queues
+    # are passed after this part's own), or None
+    nested: list = dataclasses.field(default_factory=list)
 
     @property
     def function_name(self) -> str:
@@ -143,8 +146,9 @@ class _TraceRuntime:
     """What the TF program calls as `_gpe_rt` while it is traced."""
 
     def __init__(self, plan: SlicePlan, specs: dict[int, list[ValueSpec]],
-                 layouts: dict[int, list], folded: dict[int, Any]):
+                 layouts: dict[int, list], folded: dict[int, Any], nested: list):
         self.plan, self.specs, self.layouts, self.folded = plan, specs, layouts, folded
+        self.nested = nested
         self.uid = next(_part_ids)
         self.callees: dict = {}
         self.waits: set[int] = set()
@@ -320,6 +324,16 @@ class _TraceRuntime:
             gen_data_flow_ops.queue_enqueue_v2(queues[index], [tf.constant(True)])
         self.unchecked = []
 
+    def invoke(self, queues, slot: int):
+        """Run the TF part of the callee at nested call site `slot` (a call of its
+        FunctionDef, with its queues: they follow this part's own)."""
+        callee = self.nested[slot]
+        if callee is None:
+            return  # the host never says to here: it calls the function eagerly
+        start = len(self.plan.channels) + sum(
+            len(p.plan.channels) for p in self.nested[:slot] if p is not None)
+        callee.function(*queues[start:start + len(callee.plan.channels)])
+
     def call(self, fn, *args):
         """A sliced callee: a call of its own FunctionDef (traced once per part build)."""
         wrapped = self.callees.get(fn)
@@ -402,19 +416,20 @@ def _stateful_ops() -> list:
 
 def build_part(plan: SlicePlan, tf_factory: Callable[..., Callable], bound: dict[str, Any],
                specs: dict[int, list[ValueSpec]], layouts: dict[int, list],
-               folded: dict[int, Any] | None = None) -> Part:
+               folded: dict[int, Any] | None = None, nested: list | None = None) -> Part:
     """Trace the TF program. `tf_factory(runtime, bound)` returns the `_gpe_tf` function.
     folded: entry leaf position -> the Python number the TF part uses there."""
     specs = dict(specs)
-    folded = dict(folded or {})
-    runtime = _TraceRuntime(plan, specs, layouts, folded)
+    folded, nested = dict(folded or {}), list(nested or [])
+    runtime = _TraceRuntime(plan, specs, layouts, folded, nested)
     program = tf_factory(runtime, bound)
 
     def traced(*queues):
         return program(queues)
 
     traced.__name__ = f"gpe_{plan.name}"
-    signature = [_RESOURCE] * len(plan.channels)
+    signature = [_RESOURCE] * (len(plan.channels) + sum(
+        len(p.plan.channels) for p in nested if p is not None))
     try:
         with exact_arithmetic():
             concrete = tf.function(traced, input_signature=signature,
@@ -424,4 +439,4 @@ def build_part(plan: SlicePlan, tf_factory: Callable[..., Callable], bound: dict
     except Exception as exc:  # tracing user code can raise anything
         raise PartError(f"tracing the TF part failed: {type(exc).__name__}: {exc}") from exc
     return Part(plan=plan, function=concrete, specs=specs, layouts=layouts,
-                waits=frozenset(runtime.waits), uid=runtime.uid, folded=folded)
+                waits=frozenset(runtime.waits), uid=runtime.uid, folded=folded, nested=nested)
