@@ -333,9 +333,16 @@ class SlicedFunction:
             result, observed = self._profile(plan, args, kwargs)
             runs = self.profiles.setdefault(key, [])
             runs.append(observed)
-            if len(runs) >= self.profile_calls:
-                self._build(key, plan, values, runs)
+            sibling = self._sibling(plan)
+            if len(runs) >= (1 if sibling is not None else self.profile_calls):
+                self._build(key, plan, values, runs, sibling)
             return result
+
+    def _sibling(self, plan: SlicePlan) -> "Variant | None":
+        """A variant already built from the same plan (its key differed only in tensor
+        shapes): a new one needs one profile call, folds what it folded, and keeps its
+        verdict against eager."""
+        return next((v for v in self.variants.values() if v.plan == plan), None)
 
     def _key(self, values) -> tuple:
         """The call's guard: argument descriptions, and the identity of every object a TF
@@ -383,16 +390,18 @@ class SlicedFunction:
         self.stats_.eager_calls += 1
         return program(*args, **kwargs), observed
 
-    def _build(self, key, plan: SlicePlan, values, runs) -> None:
+    def _build(self, key, plan: SlicePlan, values, runs, sibling=None) -> None:
         try:
             specs, layouts = channel_specs(plan, runs, self.assumed.relaxed)
-            folded = stable_entry_values(plan, runs, layouts, self.assumed.unfolded)
+            folded = stable_entry_values(plan, runs, layouts, self.assumed.unfolded,
+                                         sibling.folded if sibling is not None else ())
             variant = Variant(self, plan, {n: values[n] for n in plan.bound}, values)
             variant.nested = [_callee_variant(runs[-1].get(("call", slot)))
                               for slot in range(len(plan.nested))]
             variant.build(specs, layouts, folded)
-            if not self.adaptive:
-                variant.timing = None
+            if not self.adaptive or (sibling is not None and sibling.timing is None
+                                     and sibling.eager_runs is None):
+                variant.timing = None  # as fast as its sibling, measured
         except Unsendable as exc:
             if exc.names and not set(exc.names) <= self.assumed.host_only:
                 # slice again with TF work reading those names on the host

@@ -197,13 +197,19 @@ def channel_specs(plan: SlicePlan, runs: list[dict[int, list]],
     return specs, layouts
 
 
-def stable_entry_values(plan: SlicePlan, runs, layouts, unfolded) -> dict:
+def stable_entry_values(plan: SlicePlan, runs, layouts, unfolded, sibling=()) -> dict:
     """Python numbers sent when the call starts that every profile call saw the same (JANUS:
     a stable value is folded into the graph as a constant, its value guarded):
     {leaf position: (name, index among the entry values, value)}. One profile call cannot
-    tell a stable value: nothing is folded then."""
+    tell a stable value: nothing is folded then, but what a sibling variant (same plan)
+    folded with the same value is folded again."""
     entry = next((c for c in plan.channels if c.kind == ChannelKind.ENTRY), None)
-    if entry is None or len(runs) < 2 or any(entry.index not in run for run in runs):
+    if entry is None or any(entry.index not in run for run in runs):
+        return {}
+    folded_before = {(name, value) for name, _, value in sibling}
+    if sibling:
+        runs = runs[-1:] * 2  # this call's values, checked against the sibling's below
+    if len(runs) < 2:
         return {}
     out, position = {}, 0
     for i, (name, layout) in enumerate(zip(entry.names, layouts[entry.index])):
@@ -213,7 +219,8 @@ def stable_entry_values(plan: SlicePlan, runs, layouts, unfolded) -> dict:
         seen = [run[entry.index][i] for run in runs]
         first = seen[0]
         if (name not in unfolded and type(first) in FOLDABLE and first == first
-                and all(type(v) is type(first) and v == first for v in seen)):
+                and all(type(v) is type(first) and v == first for v in seen)
+                and (not sibling or (name, first) in folded_before)):
             out[position] = (name, i, first)
         position += 1
     return out
