@@ -147,7 +147,7 @@ class SlicedFunction:
             p.kind == p.POSITIONAL_OR_KEYWORD for p in params) else ()
         self.variants: dict[tuple, Variant] = {}
         self.profiles: dict[tuple, list] = {}
-        self.plans: dict[tuple, SlicePlan] = {}  # see _plan
+        self.plans: dict[tuple, list] = {}  # see _plan: [(plan, types of its captures)]
         self.refused: dict[tuple, str] = {}
         self.assumed = Assumptions(getattr(fn, "__qualname__", repr(fn)))
         self.retired: dict[tuple, int] = {}  # variants dropped after a mid-call fallback
@@ -355,21 +355,27 @@ class SlicedFunction:
                                  for g in self.guards)
 
     def _plan(self, key, values) -> SlicePlan:
-        """The plan for `key`: sliced once, and shared by keys that differ only in tensor
-        shapes (the slicer does not look at them: a new batch size is a new variant of the
-        same plan)."""
-        cached = self.assumed.plan_key(key)
-        plan = self.plans.get(cached)
-        if plan is not None:
-            self.last_plan = plan
-            return plan
+        """The plan for these arguments: sliced once, and shared by calls whose arguments
+        differ only in tensor shapes and whose captured objects (`self.w`, `self.rate`)
+        have the same types (the slicer looks at neither their identity nor their value:
+        the TF part reads those when it is built)."""
+        candidates = self.plans.setdefault(
+            self.assumed.plan_key(self.assumed.describe(values)), [])
+        for plan, types in candidates:
+            if types == self._capture_types(plan, values):
+                self.last_plan = plan
+                return plan
         facts = dataclasses.replace(
             signature.facts_for(self.assumed.describe(values), values), **self.assumed.facts())
-        plan = self.plans[cached] = slice_function(self.fn, facts)
+        plan = slice_function(self.fn, facts)
+        candidates.append((plan, self._capture_types(plan, values)))
         self.last_plan = plan
         log.debug("sliced %s\n--- host ---\n%s\n--- TF ---\n%s", self.__qualname__,
                   plan.host_source, plan.tf_source)
         return plan
+
+    def _capture_types(self, plan: SlicePlan, values) -> tuple:
+        return tuple(type(signature.resolve(g, values, self.lookup)) for g in plan.captures)
 
     def _profile(self, plan: SlicePlan, args, kwargs):
         observed: dict = {}
