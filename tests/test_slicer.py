@@ -183,3 +183,37 @@ def test_compound_statements_run_on_the_host_and_make_later_tf_wait():
     assert anno.get(body[1], Key.WRITES) == {"i"}
     assert anno.get(body[2], Key.EXITS) and not anno.get(body[1], Key.EXITS)
     assert anno.get(body[3], Key.GATE) == ()  # the write waits for the host's decision
+
+
+def test_a_loop_the_host_decides_is_followed_with_its_carried_and_iteration_values():
+    def rnn(xs, h, lr):
+        for x in xs:                 # a host list: the host decides each iteration
+            h = tf.matmul(x, W) + h  # h is carried by the TF part's loop; x comes per step
+            print("step")
+        W.assign_sub(lr * h)
+        return h
+    facts = Facts(args={"xs": ArgFact(Kind.HOST_DATA), "h": ArgFact(Kind.TENSOR),
+                        "lr": ArgFact(Kind.PY_SCALAR)}, classify=classify)
+    parsed = analysed(rnn, facts)
+    loop = parsed.node.body[0]
+    assert anno.get(loop, Key.MIRROR) and anno.get(loop, Key.PLACE) == placement.Place.HOST
+    assert anno.get(loop, Key.CARRIED) == ("h",)
+    assert anno.get(loop, Key.EACH) == ("x",)
+    assert anno.get(parsed.node, Key.ENTRY) == ("h",)  # h's first value, with the call
+    update = parsed.node.body[1]
+    assert anno.get(update, Key.GATE) == ("lr",)     # after host work: waits, gets lr
+    assert anno.get(update, Key.RESCUE) == ("h",)    # what the TF part holds there
+    assert anno.get(loop, Key.OUTPUTS) == ("h",)     # returned: sent after the loop
+
+
+def test_a_branch_on_a_tensor_is_computed_in_the_graph_and_followed():
+    def pick(x):
+        if tf.reduce_sum(x) > 0:
+            y = tf.matmul(x, W)
+        else:
+            y = x
+        return y
+    parsed = analysed(pick, Facts(args={"x": ArgFact(Kind.TENSOR)}, classify=classify))
+    test, branch = parsed.node.body[:2]
+    assert anno.get(test, Key.PLACE) == placement.Place.TF and anno.get(test, Key.OUTPUTS)
+    assert anno.get(branch, Key.MIRROR) and anno.get(branch, Key.CARRIED) == ()
