@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import copy
-from dataclasses import dataclass, field
 
 import gast
 
@@ -26,6 +25,7 @@ from slicer.anno import Key
 from slicer.facts import Facts, Kind
 from slicer.parser import Parsed
 from slicer.placement import Place
+from slicer.follow import Block, Follow
 from slicer.plan import Channel, ChannelKind, LineReport, SlicePlan
 
 HOST_FACTORY = """
@@ -56,23 +56,6 @@ def _gpe_factory(__params__):
     return __name__
 """
 
-FUNCTION = """
-def __name__(__args__):
-    pass
-"""
-
-
-@dataclass(eq=False)
-class _Block:
-    """A block of the host program, for the cancel routes: its entries are sites (ints)
-    and the MIRROR statements in it (`_Block`s of kind "loop" or "if", holding theirs)."""
-
-    kind: str                           # "top", "loop" (a loop body), "branch", "if"
-    channel: int | None = None          # the flag channel of a loop body or an `if`
-    parent: "_Block | None" = None
-    entries: list = field(default_factory=list)
-
-
 def transform(parsed: Parsed, facts: Facts) -> SlicePlan:
     return _Partition(parsed, facts).run()
 
@@ -81,13 +64,13 @@ def source_of(node: gast.AST) -> str:
     return ast.unparse(gast.gast_to_ast(node))
 
 
-class _Partition:
+class _Partition(Follow):
     def __init__(self, parsed: Parsed, facts: Facts):
         self.parsed, self.facts = parsed, facts
         self.channels: list[Channel] = []
         self.sites: list[int] = []   # the channel of each place the host program uses one
-        self.where: list[tuple[_Block, int]] = []  # each site's block and index in it
-        self.top = self.current = _Block("top")
+        self.where: list[tuple[Block, int]] = []  # each site's block and index in it
+        self.top = self.current = Block("top")
         self.host: list[gast.stmt] = []  # the host block being written
         self.lines: list[LineReport] = []
         self.profile_entry: list[gast.stmt] = []
@@ -123,12 +106,12 @@ class _Partition:
         tf_body: list[gast.stmt] = [
             templates.replace("n = _gpe_k[key]", n=templates.name(n, store=True),
                               key=gast.Constant(value=n, kind=None))[0] for n in bound]
-        entry_tuple = _tuple(entry)
+        entry_tuple = templates.names(entry)
         if entry:
             k = self.channel(ChannelKind.ENTRY, entry, fn.lineno)
             self.site(k)
             tf_body += templates.replace(f"__t__ = _gpe_rt.entry(_gpe_q, {k})",
-                                         __t__=_tuple(entry, store=True))
+                                         __t__=templates.names(entry, store=True))
             self.profile_entry = templates.replace(f"_gpe_obs({k}, __v__)", __v__=entry_tuple)
             self.lines.append(LineReport(fn.lineno, "host", "call starts", "(arguments)",
                                          (f"in: {', '.join(entry)} (host->TF when the call "
@@ -190,7 +173,7 @@ class _Partition:
             if not anno.get(stmt, Key.MIRROR):
                 self._report(stmt, crossing)
         if carried is not None:
-            target += templates.replace("return _gpe_rt.end(__c__)", __c__=_tuple(carried))
+            target += templates.replace("return _gpe_rt.end(__c__)", __c__=templates.names(carried))
         return out
 
     def _gate(self, stmt, names, target, carried, crossing):
@@ -198,20 +181,20 @@ class _Partition:
         block is nested in a function it runs only if the host says go on."""
         k = self.channel(ChannelKind.GATE, names, stmt.lineno)
         site = self.site(k)
-        self.host += templates.replace(f"_gpe_c.gate({site}, __v__)", __v__=_tuple(names))
+        self.host += templates.replace(f"_gpe_c.gate({site}, __v__)", __v__=templates.names(names))
         self.profile_before[id(stmt)] = templates.replace(f"_gpe_obs({k}, __v__)",
-                                                          __v__=_tuple(names))
+                                                          __v__=templates.names(names))
         live = anno.get(stmt, Key.RESCUE, ()) if self.rescuable else None
         rescue = self.channel(ChannelKind.RESCUE, live, stmt.lineno) if live else None
         if live:  # the host takes over the values the TF part holds
             (check,) = templates.replace(
                 f"if __gate__:\n    __live__ = _gpe_c.rescued({rescue})",
-                __gate__=self.host.pop().value, __live__=_tuple(live, store=True))
+                __gate__=self.host.pop().value, __live__=templates.names(live, store=True))
             self.host.append(check)
-        seg = _function(f"_gpe_seg{k}", names)
+        seg = templates.function(f"_gpe_seg{k}", names)
         target += [seg] + templates.replace(
             f"return _gpe_rt.gate(_gpe_q, {k}, _gpe_seg{k}, __c__, {rescue}, __l__)",
-            __c__=_tuple(carried), __l__=_tuple(live or ()))
+            __c__=templates.names(carried), __l__=templates.names(live or ()))
         crossing.append("waits for the host to get here" + (
             f"; in: {', '.join(names)} (host->TF)" if names else ""))
         return seg.body
@@ -252,107 +235,6 @@ class _Partition:
             k = self.channel(ChannelKind.CHECK, (), stmt.lineno)
             target += templates.replace(f"_gpe_rt.check(_gpe_q, {k})")
             self.host += templates.replace(f"_gpe_c.check({self.site(k)})")
-
-    def _mirror(self, stmt, target, carried, crossing):
-        """A loop or `if` the host decides: the host tells the TF part each iteration (1,
-        then 0 after the last) or the branch taken (1 or 0); -1 cancels the rest."""
-        self._host_order(stmt, target)
-        gate = anno.get(stmt, Key.GATE)
-        if gate is not None:
-            target = self._gate(stmt, gate, target, carried, crossing)
-        loop = not isinstance(stmt, gast.If)
-        each = anno.get(stmt, Key.EACH, ())
-        k = self.channel(ChannelKind.LOOP if loop else ChannelKind.BRANCH, each, stmt.lineno)
-        live = anno.get(stmt, Key.RESCUE_EACH, ()) if self.rescuable and each else ()
-        rescue = self.channel(ChannelKind.RESCUE, live, stmt.lineno) if live else None
-        if each:
-            self.profile_each[id(stmt)] = templates.replace(f"_gpe_obs({k}, __v__)",
-                                                            __v__=_tuple(each))
-        crossing.append("the host tells the TF part " + (
-            "each iteration" if loop else "the branch taken"))
-        self._report(stmt, crossing)
-        own = anno.get(stmt, Key.CARRIED, ())
-        construct = _Block("loop" if loop else "if", k, self.current)
-        self.current.entries.append(construct)
-        host_stmt, names = copy.copy(stmt), []
-        for i, (block, flag) in enumerate(
-                [(stmt.body, 1)] if loop else [(stmt.body, 1), (stmt.orelse, 0)]):
-            name = f"_gpe_{'loop' if loop else ('then', 'else')[i]}{k}"
-            saved = self.host, self.current
-            self.host = []
-            self.current = _Block("loop", k, saved[1]) if loop else _Block("branch", k, construct)
-            construct.entries.append(self.current)
-            self.host += templates.replace(f"_gpe_c.flag({self.site(k)}, {flag}, __v__)",
-                                           __v__=_tuple(each))
-            if live:  # values that no longer fit the flag: the host takes over
-                (check,) = templates.replace(
-                    f"if __flag__:\n    __live__ = _gpe_c.rescued({rescue})",
-                    __flag__=self.host.pop().value, __live__=_tuple(live, store=True))
-                self.host.append(check)
-            fn = _function(name, each + own)
-            fn.body = self.block(block, own)
-            target.append(fn)
-            setattr(host_stmt, ("body", "orelse")[i], self.host)
-            self.host, self.current = saved
-            names.append(name)
-        self.host.append(host_stmt)
-        alive = f"_gpe_alive{k}"
-        result = gast.Tuple(elts=[templates.name(alive, True)] + [
-            templates.name(n, True) for n in own], ctx=gast.Store())
-        if loop:
-            self.host += templates.replace(f"_gpe_c.flag({self.site(k)}, 0)")
-            call = (f"_gpe_rt.loop(_gpe_q, {k}, {names[0]}, __c__, {rescue}, "
-                    f"lambda {', '.join(own)}: __l__)")
-        else:
-            call = f"_gpe_rt.branch(_gpe_q, {k}, {names[0]}, {names[1]}, __c__)"
-        target += templates.replace(f"__r__ = {call}", __r__=result, __c__=_tuple(own),
-                                    __l__=_tuple(live))
-        rest = _function(f"_gpe_rest{k}", ())
-        target += [rest] + templates.replace(
-            f"return _gpe_rt.proceed({alive}, _gpe_rest{k}, __c__)", __c__=_tuple(carried))
-        self._outputs(stmt, rest.body, [])
-        return rest.body
-
-    def _nested(self, stmt, target, carried, crossing):
-        """A call of a function gpe slices too: the host calls its variant in nested mode
-        and tells the TF part (1) to run that variant's TF part here, or (0) that it called
-        the function eagerly instead (see CallContext.nested); -1 cancels the rest."""
-        self._host_order(stmt, target)
-        k = self.channel(ChannelKind.BRANCH, (), stmt.lineno)
-        slot = len(self.nested)
-        self.nested.append(k)
-        construct = _Block("if", k, self.current)
-        self.current.entries.append(construct)
-        sites = []
-        for _ in (1, 0):
-            block = _Block("branch", k, construct)
-            construct.entries.append(block)
-            saved, self.current = self.current, block
-            sites.append(self.site(k))
-            self.current = saved
-        host = copy.copy(stmt)
-        host.value = _rerouted(stmt.value, f"_gpe_c.nested({sites[0]}, {sites[1]}, {slot}, f)")
-        self.host.append(host)
-        profile = copy.copy(stmt)
-        profile.value = _rerouted(stmt.value, f"_gpe_obs_call({slot}, f)")
-        self.profile_replace[id(stmt)] = profile
-        crossing.append("the host tells the TF part whether it runs the callee's TF part")
-        then, orelse = _function(f"_gpe_then{k}", ()), _function(f"_gpe_else{k}", ())
-        then.body = templates.replace(f"_gpe_rt.invoke(_gpe_q, {slot})\nreturn _gpe_rt.end(())")
-        orelse.body = templates.replace("return _gpe_rt.end(())")
-        target += [then, orelse] + templates.replace(
-            f"_gpe_alive{k}, = _gpe_rt.branch(_gpe_q, {k}, _gpe_then{k}, _gpe_else{k}, ())")
-        rest = _function(f"_gpe_rest{k}", ())
-        target += [rest] + templates.replace(
-            f"return _gpe_rt.proceed(_gpe_alive{k}, _gpe_rest{k}, __c__)", __c__=_tuple(carried))
-        return rest.body
-
-    def _routes(self) -> tuple:
-        """For each site (and, last, for the call's start): what the TF part does next if
-        the host leaves the call there: the TF->host channels it fills before it next waits
-        for the host (to drain), and the channel it then waits on (to cancel), or None."""
-        return tuple(_route(block, index, self.sites, self.channels)
-                     for block, index in self.where + [(self.top, -1)])
 
     def _observed(self, stmts: list[gast.stmt]) -> list[gast.stmt]:
         """`stmts` for the profile program: observations before the statements that have a
@@ -400,7 +282,7 @@ class _Partition:
         if with_args:
             subs["__args__"] = _plain_arguments(self.parsed.node.args)
         (factory,) = templates.replace(template, **subs)
-        factory.args = _arguments(params)
+        factory.args = templates.arguments(params)
         gast.copy_location(factory, self.parsed.node)
         module = gast.Module(body=[factory], type_ignores=[])
         return source_of(module), module
@@ -443,41 +325,6 @@ def _in_line_scope(stmt: gast.stmt) -> gast.stmt:
     return wrapped
 
 
-def _rerouted(call: gast.Call, template: str) -> gast.Call:
-    """`f(a, k=b)` as a call of `template` (whose last argument is `f`) with the same
-    arguments after it."""
-    new = templates.expr(template, f=call.func)
-    new.args = new.args + list(call.args)
-    new.keywords = list(call.keywords)
-    return new
-
-
-def _route(block: _Block, index: int, sites, channels) -> tuple:
-    drains = []
-    while True:
-        for entry in block.entries[index + 1:]:
-            if isinstance(entry, _Block):
-                return tuple(drains), entry.channel
-            kind = channels[sites[entry]].kind
-            if kind == ChannelKind.GATE:
-                return tuple(drains), sites[entry]
-            if kind in (ChannelKind.OUTPUT, ChannelKind.BARRIER, ChannelKind.CHECK):
-                drains.append(sites[entry])
-        if block.kind == "top":
-            return tuple(drains), None
-        if block.kind == "loop":
-            return tuple(drains), block.channel
-        construct = block.parent  # a branch: go on after its `if`
-        block = construct.parent
-        index = next(i for i, e in enumerate(block.entries) if e is construct)
-
-
-def _function(name: str, params) -> gast.FunctionDef:
-    (fn,) = templates.replace(FUNCTION, __name__=name, __args__=_arguments(params))
-    fn.body = []
-    return fn
-
-
 def _declare_nonlocals(body: list[gast.stmt], outer: frozenset) -> None:
     """Declare `nonlocal` in each generated function the names it rebinds that an enclosing
     generated function binds (its parameters aside)."""
@@ -503,17 +350,6 @@ def _walk_scope(node):
 def _bound(stmts: list[gast.stmt]) -> set[str]:
     return {n.id for s in stmts if not isinstance(s, gast.FunctionDef)
             for n in _walk_scope(s) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
-
-
-def _tuple(names, store=False) -> gast.Tuple:
-    ctx = gast.Store() if store else gast.Load()
-    return gast.Tuple(elts=[templates.name(n, store) for n in names], ctx=ctx)
-
-
-def _arguments(names) -> gast.arguments:
-    return gast.arguments(args=[templates.name(n) for n in names], posonlyargs=[],
-                          vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
-                          defaults=[])
 
 
 def _plain_arguments(args: gast.arguments) -> gast.arguments:

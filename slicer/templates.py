@@ -69,3 +69,29 @@ class _Substitute(gast.NodeTransformer):
                 node.args.args and node.args.args[0].id == "__args__"):
             node.args = self.subs["__args__"]
         return self.generic_visit(node)
+
+
+FUNCTION = """
+def __name__(__args__):
+    pass
+"""
+
+
+def function(identifier: str, params) -> gast.FunctionDef:
+    """`def identifier(params...):` with an empty body (the caller fills it)."""
+    (fn,) = replace(FUNCTION, __name__=identifier, __args__=arguments(params))
+    fn.body = []
+    return fn
+
+
+def names(identifiers, store: bool = False) -> gast.Tuple:
+    """`(a, b, ...)` of plain names."""
+    ctx = gast.Store() if store else gast.Load()
+    return gast.Tuple(elts=[name(n, store) for n in identifiers], ctx=ctx)
+
+
+def arguments(identifiers) -> gast.arguments:
+    """The parameter list `(a, b, ...)`."""
+    return gast.arguments(args=[name(n) for n in identifiers], posonlyargs=[],
+                          vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+                          defaults=[])
