@@ -11,7 +11,8 @@ runtime objects and the original function's free variables:
   are the branches of a switch;
 - profile: every statement in program order plus `_gpe_obs(channel, values)` where values
   would cross host->TF, for the eager profiling call.
-Needs crossings.resolve first.
+The loops, branches and nested calls the TF part follows are written by slicer/follow.py
+(mixed into the writer here). Needs crossings.resolve first.
 """
 from __future__ import annotations
 
