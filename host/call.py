@@ -1,10 +1,13 @@
-"""Host stubs the generated host code calls: `_gpe_rt.begin(...)` and `_gpe_c.<op>(k, ...)`.
+"""Host stubs the generated host code calls: `_gpe_rt.begin(...)` and `_gpe_c.<op>(site, ...)`.
 
 `Runtime` is one variant's `_gpe_rt`; `begin` starts a call (sends the part number to the
-sink and the entry values) and returns the `CallContext` the rest of the call uses.
-A host exception inside the call runs `abort`: the next gate is told to cancel the rest of
-the TF part and outputs the host will not read are discarded in order, so the next call
-finds every channel as eager semantics would have left it.
+sink and the entry values) and returns the `CallContext` the rest of the call uses; the
+host code names each place it uses a channel by a site number.
+When the host leaves a call early (an exception, an early return), `finish` follows the
+site's precomputed route: it drains the outputs the TF part will still send and tells the
+decision it will wait on next to cancel, so the next call finds every channel as it should.
+When a value computed mid-call no longer fits its channel, `gate`/`flag` run a rescue: the
+TF part hands over what it holds and the host finishes the call eagerly (`eager`).
 """
 from __future__ import annotations
 
