@@ -67,20 +67,14 @@ def _describe(value) -> str:
         return type(value).__name__
 
 
-def unwrap(fn, args) -> tuple:
-    """(the SlicedFunction, the arguments it gets) of a sliced function or bound method."""
-    if hasattr(fn, "_sliced"):
-        return fn._sliced, (fn._obj,) + tuple(args)
-    return fn, tuple(args)
-
-
 class Runtime:
     """`_gpe_rt` of one variant's host code. The host code names each place it uses a
     channel by a site number (plan.sites gives the channel)."""
 
-    def __init__(self, variant):
+    def __init__(self, variant, callee):
         # weakly: the variant holds the host program, which holds this runtime
         self.variant = weakref.proxy(variant)
+        self.callee = callee  # fn, args -> (its SlicedFunction, args): see nested()
         plan = variant.plan
         self.sites = plan.sites
         first = plan.channel(plan.sites[0]) if plan.sites else None
@@ -189,17 +183,18 @@ class CallContext:
         self.rt.variant.fell_back(f"mid-call: {failed}")
         return True
 
-    def nested(self, call: int, skip: int, slot: int, fn, *args, **kwargs):
+    def nested(self, call: int, skip: int, wait: int, slot: int, fn, *args, **kwargs):
         """`fn(*args, **kwargs)` where fn is a function gpe slices too. When it takes the
         variant this part's TF part runs at `slot`, its host program runs nested: just
         before it sends anything, the TF part is told (site `call`) to run that variant's
         TF part. Otherwise (another variant, its entry does not fit, or after a rescue) the
-        TF part is told to skip it (site `skip`) and fn runs eagerly, as eager would."""
+        TF part is told to skip it (site `skip`) and fn runs eagerly once the TF part's
+        earlier effects are done (site `wait`), as eager would."""
         if self.eager:
             return fn(*args, **kwargs)
         callee = self.rt.nested[slot]
         if callee is not None:
-            sliced, all_args = unwrap(fn, args)
+            sliced, all_args = self.rt.callee(fn, args)
             if not callee.eager_faster and sliced.variants.get(
                     sliced.key_for(all_args, kwargs)) is callee:
                 session = self.rt.variant.session
@@ -211,6 +206,7 @@ class CallContext:
                 finally:
                     session.nested_start = None
         self.flag(skip, 0)
+        self.barrier(wait)
         return fn(*args, **kwargs)
 
     def rescued(self, k: int) -> tuple:

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 
 from host import signature
-from host.call import EntryGuardFailed, Runtime, unwrap
+from host.call import EntryGuardFailed, Runtime
 from host.loader import load
 from host.session import Registration, Session, get_session
 from host.speculation import (Assumptions, channel_specs, guard_value,
@@ -96,7 +96,7 @@ class Variant:
                                {pos: value for pos, (_, _, value) in folded.items()},
                                [v.part if v is not None else None for v in self.nested])
         self.host_fn = load(self.plan.host_source, self.plan.host_tree, fn,
-                            {"_gpe_rt": Runtime(self)})
+                            {"_gpe_rt": Runtime(self, callee)})
 
     def fell_back(self, reason: str) -> None:
         """A value computed mid-call did not fit its channel; the host finished that call
@@ -114,6 +114,24 @@ class Variant:
         if reg is None or reg.generation != session.generation:
             reg = self._registration = session.register(self.part, self)
         return reg
+
+
+_wrappers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def callee(fn, args) -> tuple:
+    """(its SlicedFunction, the arguments it gets) for the callee of a nested call: a
+    sliced function, a sliced method bound to an object, or a plain function of the user's
+    (wrapped once, as `gpe run` wraps functions: plain Python after one call if it has no
+    TF work)."""
+    if isinstance(fn, _BoundSliced):
+        return fn._sliced, (fn._obj,) + tuple(args)
+    if isinstance(fn, SlicedFunction):
+        return fn, tuple(args)
+    wrapper = _wrappers.get(fn)
+    if wrapper is None:
+        wrapper = _wrappers[fn] = SlicedFunction(fn, auto=True)
+    return wrapper, tuple(args)
 
 
 def _callee_variant(seen) -> "Variant | None":
@@ -386,9 +404,11 @@ class SlicedFunction:
         def observe_call(slot, fn, *call_args, **call_kwargs):
             """A call of a function gpe slices too: which of its variants this call takes
             (its key, looked up once the caller is built)."""
-            sliced, all_args = unwrap(fn, call_args)
+            sliced, all_args = callee(fn, call_args)
+            result = sliced(*all_args, **call_kwargs)  # profiled and built as any call
+            # the key after the call: building a variant can add guards to it
             observed[("call", slot)] = (sliced, sliced.key_for(all_args, call_kwargs))
-            return fn(*call_args, **call_kwargs)
+            return result
 
         program = load(plan.profile_source, plan.profile_tree, self.fn,
                        {"_gpe_obs": observe, "_gpe_obs_call": observe_call})

@@ -35,12 +35,25 @@ def describe(value: Any, dynamic: bool = False, relaxed: tuple | None = None) ->
         return ("python", type(value).__name__)
     if isinstance(value, (np.ndarray, np.generic)):
         return ("array", value.dtype.str, np.shape(value))
-    if type(value) in (tuple, list) and len(value) <= MAX_DESCRIBED:
+    if type(value) in (tuple, list) and len(value) <= MAX_DESCRIBED and any(
+            _holds_tensor(v) for v in value):
         return ("sequence", type(value).__name__, tuple(describe(v) for v in value))
+    if type(value) in (tuple, list):  # plain data (a log, a list of names): its type only
+        return ("data", type(value).__name__)
     if type(value) is dict and len(value) <= MAX_DESCRIBED and all(
             type(k) is str for k in value):
         return ("mapping", tuple((k, describe(v)) for k, v in value.items()))
     return ("object", type(value).__qualname__, id(type(value)))
+
+
+def _holds_tensor(value: Any) -> bool:
+    if isinstance(value, (tf.Tensor, tf.Variable)) or hasattr(value, "_gpe_pending"):
+        return True
+    if type(value) in (tuple, list):
+        return any(_holds_tensor(v) for v in value)
+    if type(value) is dict:
+        return any(_holds_tensor(v) for v in value.values())
+    return False
 
 
 def arg_fact(entry: tuple, value: Any) -> ArgFact:
@@ -56,6 +69,8 @@ def arg_fact(entry: tuple, value: Any) -> ArgFact:
         return ArgFact(kind, python_type=entry[1], constant=True, value=value)
     if what == "python":
         return ArgFact(Kind.PY_SCALAR, python_type=entry[1])
+    if what == "data":
+        return ArgFact(Kind.HOST_DATA, python_type=entry[1])
     if what == "array":
         return ArgFact(Kind.HOST_DATA, dtype=entry[1], shape=entry[2], python_type="ndarray")
     if what in ("sequence", "mapping"):  # *args, **kwargs, a list of tensors
@@ -98,6 +113,8 @@ def text(entry: tuple) -> str:
         return f"array {entry[1]}{entry[2]}"
     if what == "sequence":
         return f"{entry[1]} of {len(entry[2])} (" + ", ".join(text(e) for e in entry[2]) + ")"
+    if what == "data":
+        return f"a {entry[1]}"
     if what == "mapping":
         return "dict (" + ", ".join(f"{k}: {text(e)}" for k, e in entry[1]) + ")"
     if what == "variable":

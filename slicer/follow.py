@@ -94,23 +94,26 @@ class Follow:
 
     def _nested(self, stmt, target, carried, crossing):
         """A call of a function gpe slices too: the host calls its variant in nested mode
-        and tells the TF part (1) to run that variant's TF part here, or (0) that it called
-        the function eagerly instead (see CallContext.nested); -1 cancels the rest."""
+        and tells the TF part (1) to run that variant's TF part here, or (0) that it calls
+        the function eagerly instead, after the TF part's earlier effects (a barrier: the
+        function may read TF state); -1 cancels the rest (see CallContext.nested)."""
         self._host_order(stmt, target)
         k = self.channel(ChannelKind.BRANCH, (), stmt.lineno)
+        wait = self.channel(ChannelKind.BARRIER, (), stmt.lineno)
         slot = len(self.nested)
         self.nested.append(k)
         construct = Block("if", k, self.current)
         self.current.entries.append(construct)
         sites = []
-        for _ in (1, 0):
+        for channels in ((k,), (k, wait)):
             block = Block("branch", k, construct)
             construct.entries.append(block)
             saved, self.current = self.current, block
-            sites.append(self.site(k))
+            sites += [self.site(c) for c in channels]
             self.current = saved
         host = copy.copy(stmt)
-        host.value = _rerouted(stmt.value, f"_gpe_c.nested({sites[0]}, {sites[1]}, {slot}, f)")
+        host.value = _rerouted(stmt.value, f"_gpe_c.nested({sites[0]}, {sites[1]}, "
+                                           f"{sites[2]}, {slot}, f)")
         self.host.append(host)
         profile = copy.copy(stmt)
         profile.value = _rerouted(stmt.value, f"_gpe_obs_call({slot}, f)")
@@ -119,7 +122,8 @@ class Follow:
         then = templates.function(f"_gpe_then{k}", ())
         orelse = templates.function(f"_gpe_else{k}", ())
         then.body = templates.replace(f"_gpe_rt.invoke(_gpe_q, {slot})\nreturn _gpe_rt.end(())")
-        orelse.body = templates.replace("return _gpe_rt.end(())")
+        orelse.body = templates.replace(f"_gpe_rt.barrier(_gpe_q, {wait})\n"
+                                        "return _gpe_rt.end(())")
         target += [then, orelse] + templates.replace(
             f"_gpe_alive{k}, = _gpe_rt.branch(_gpe_q, {k}, _gpe_then{k}, _gpe_else{k}, ())")
         rest = templates.function(f"_gpe_rest{k}", ())

@@ -269,6 +269,12 @@ class _Inferer:
                 anno.set(node, Key.CALLEE, True)
                 anno.set(node.func, Key.KIND, callee_kind)
                 return Kind.TENSOR
+        if fkind == Kind.HOST and _is_static(node.func, self) and self._own_function(
+                static_value(node.func, self.parsed)):
+            # a function of the user's beside this one, with host work: gpe slices it
+            # too, and runs it nested (host.call.CallContext.nested)
+            anno.set(node.func, Key.KIND, Kind.SLICED_FN)
+            return Kind.HOST
         if fkind in (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_CONSTANT):
             return Kind.TENSOR
         if fkind == Kind.TF_FACTORY:
@@ -280,6 +286,12 @@ class _Inferer:
                 return Kind.TF_OBJECT  # zip(grads, variables): a structure of TF values
             return _SCALAR_BUILTINS.get(name, Kind.HOST_DATA)
         return Kind.HOST
+
+    def _own_function(self, value: Any) -> bool:
+        """A plain function (not a generator) defined in the sliced function's module."""
+        return (inspect.isfunction(value) and not inspect.isgeneratorfunction(value)
+                and value is not self.parsed.fn and value.__name__ != "<lambda>"
+                and getattr(value, "__module__", None) == self.parsed.fn.__module__)
 
     def _callee(self, node: gast.Call) -> Kind | None:
         """A user function called on TF values whose body is all TF work (slicer.callees)."""

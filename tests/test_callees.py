@@ -123,3 +123,24 @@ def test_a_sliced_callee_with_host_work_runs_its_tf_part_inside_the_callers():
     assert "sliced too: its TF part runs inside this one's" in gpe.explain(
         outer, file=io.StringIO())
 
+
+
+def _helper_with_host_work(t, log):
+    log.append("helper")
+    return t * t + 1.0
+
+
+def test_a_plain_helper_with_host_work_is_sliced_and_run_nested():
+    """An undecorated function of the user's module called from a sliced function: gpe
+    wraps it (as `gpe run` would) and runs its TF part inside the caller's."""
+    def make(log):
+        v = tf.Variable(tf.zeros([3]))
+
+        def step(x):
+            y = _helper_with_host_work(x, log)
+            v.assign_add(tf.reduce_sum(y, axis=0))
+            return v.read_value()
+        return step, {"v": v}
+    under = check(make, [(X,)] * 6, graph_calls=3, profile_calls=3)
+    assert "sliced too: its TF part runs inside this one's" in gpe.explain(
+        under.target, file=io.StringIO())

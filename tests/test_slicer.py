@@ -115,6 +115,7 @@ def test_unknown_call_on_host_gets_a_barrier():
     def helper(v):
         print(v)  # host work: the call stays on the host
         return v
+    helper.__module__ = "elsewhere"  # not the user's own: gpe does not slice it
 
     def update(x):
         W.assign_add(tf.reduce_sum(x))
@@ -122,6 +123,23 @@ def test_unknown_call_on_host_gets_a_barrier():
     parsed = analysed(update, Facts(args={"x": ArgFact(Kind.TENSOR)}, classify=classify))
     barriers = [s for s in parsed.node.body if anno.get(s, Key.BARRIER)]
     assert len(barriers) == 1 and barriers[0].lineno == update.__code__.co_firstlineno + 2
+
+
+def test_a_call_of_the_users_own_function_is_nested_and_waits_if_run_eagerly():
+    def helper(v):
+        print(v)
+        return v
+
+    def update(x):
+        W.assign_add(tf.reduce_sum(x))
+        helper(W)
+    facts = Facts(args={"x": ArgFact(Kind.TENSOR)}, classify=classify)
+    parsed = analysed(update, facts)
+    assert anno.get(parsed.node.body[1], Key.NESTED)
+    plan = slice_function(update, facts)
+    # a flag (run its TF part here / skip it) and, when skipped, a barrier before the
+    # host runs it eagerly
+    assert [c.kind for c in plan.channels][-2:] == [ChannelKind.BRANCH, ChannelKind.BARRIER]
 
 
 def test_mixed_statement_is_split():
