@@ -47,7 +47,8 @@ class Follow:
             self.profile_each[id(stmt)] = templates.replace(f"_gpe_obs({k}, __v__)",
                                                             __v__=templates.names(each))
         crossing.append("the host tells the TF part " + (
-            "each iteration" if loop else "the branch taken"))
+            "each iteration" if loop else "the branch taken") + (
+            f"; in: {', '.join(each)} (host->TF, each iteration)" if each else ""))
         self._report(stmt, crossing)
         own = anno.get(stmt, Key.CARRIED, ())
         construct = Block("loop" if loop else "if", k, self.current)
