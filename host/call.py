@@ -83,9 +83,7 @@ class Runtime:
         self.folded = variant.folded  # [(name, index in the entry values, constant)]
         self.nested = variant.nested  # per nested call site: the callee variant, or None
         self.plan, self.specs, self.layouts = plan, variant.part.specs, variant.part.layouts
-        # gate channel -> its RESCUE channel (made right after it), where there is one
-        self.rescues = {c.index - 1: c.index for c in plan.channels
-                        if c.kind == ChannelKind.RESCUE}
+        self.rescues = dict(plan.rescues)  # gate or loop channel -> its RESCUE channel
         self.start_pos = 0 if self.entry is not None else -1  # begin sends the entry
         # where the host leaves a call: (channels to drain, (channel to cancel, kind) or None)
         self.routes = tuple(

@@ -42,7 +42,7 @@ class Follow:
         each = anno.get(stmt, Key.EACH, ())
         k = self.channel(ChannelKind.LOOP if loop else ChannelKind.BRANCH, each, stmt.lineno)
         live = anno.get(stmt, Key.RESCUE_EACH, ()) if self.rescuable and each else ()
-        rescue = self.channel(ChannelKind.RESCUE, live, stmt.lineno) if live else None
+        rescue = None
         if each:
             self.profile_each[id(stmt)] = templates.replace(f"_gpe_obs({k}, __v__)",
                                                             __v__=templates.names(each))
@@ -63,11 +63,7 @@ class Follow:
             construct.entries.append(self.current)
             self.host += templates.replace(f"_gpe_c.flag({self.site(k)}, {flag}, __v__)",
                                            __v__=templates.names(each))
-            if live:  # values that no longer fit the flag: the host takes over
-                (check,) = templates.replace(
-                    f"if __flag__:\n    __live__ = _gpe_c.rescued({rescue})",
-                    __flag__=self.host.pop().value, __live__=templates.names(live, store=True))
-                self.host.append(check)
+            rescue = self._rescue(k, live, stmt.lineno)  # the iteration's values no longer fit
             fn = templates.function(name, each + own)
             fn.body = self.block(block, own)
             target.append(fn)

@@ -79,6 +79,7 @@ class _Partition(Follow):
         self.profile_each: dict[int, list[gast.stmt]] = {}  # at the start of each iteration
         self.profile_replace: dict[int, gast.stmt] = {}  # nested calls, observed
         self.nested: list[int] = []  # per nested call site: its BRANCH channel
+        self.rescues: dict[int, int] = {}  # gate or loop channel -> its RESCUE channel
         # the host program holds each TF statement too, run only once a value no longer
         # fits a gate's channel (the host then finishes the call eagerly: see call.py);
         # not possible when a TF `with` block holds host work (it would run twice)
@@ -135,6 +136,7 @@ class _Partition(Follow):
             host_tree=host_tree, profile_tree=profile_tree, captures=self._captures(tf_body),
             channels=tuple(self.channels), sites=tuple(self.sites), routes=self._routes(),
             bound=bound, rescuable=self.rescuable, nested=tuple(self.nested),
+            rescues=tuple(self.rescues.items()),
             lines=tuple(self.lines), assumptions=(self.facts.assumed,) if self.facts.assumed
             else ())
 
@@ -185,20 +187,28 @@ class _Partition(Follow):
         self.host += templates.replace(f"_gpe_c.gate({site}, __v__)", __v__=templates.names(names))
         self.profile_before[id(stmt)] = templates.replace(f"_gpe_obs({k}, __v__)",
                                                           __v__=templates.names(names))
-        live = anno.get(stmt, Key.RESCUE, ()) if self.rescuable else None
-        rescue = self.channel(ChannelKind.RESCUE, live, stmt.lineno) if live else None
-        if live:  # the host takes over the values the TF part holds
-            (check,) = templates.replace(
-                f"if __gate__:\n    __live__ = _gpe_c.rescued({rescue})",
-                __gate__=self.host.pop().value, __live__=templates.names(live, store=True))
-            self.host.append(check)
+        live = anno.get(stmt, Key.RESCUE, ()) if self.rescuable else ()
+        rescue = self._rescue(k, live, stmt.lineno)
         seg = templates.function(f"_gpe_seg{k}", names)
         target += [seg] + templates.replace(
             f"return _gpe_rt.gate(_gpe_q, {k}, _gpe_seg{k}, __c__, {rescue}, __l__)",
-            __c__=templates.names(carried), __l__=templates.names(live or ()))
+            __c__=templates.names(carried), __l__=templates.names(live))
         crossing.append("waits for the host to get here" + (
             f"; in: {', '.join(names)} (host->TF)" if names else ""))
         return seg.body
+
+    def _rescue(self, k: int, live: tuple[str, ...], lineno: int) -> int | None:
+        """The RESCUE channel of decision channel `k` (None without live values): the host
+        statement just written (the gate or flag send) becomes `if <it>: live = rescued`."""
+        if not live:
+            return None
+        rescue = self.channel(ChannelKind.RESCUE, live, lineno)
+        self.rescues[k] = rescue
+        (check,) = templates.replace(
+            f"if __send__:\n    __live__ = _gpe_c.rescued({rescue})",
+            __send__=self.host.pop().value, __live__=templates.names(live, store=True))
+        self.host.append(check)
+        return rescue
 
     def _tf_statement(self, stmt, target, carried, crossing):
         gate = anno.get(stmt, Key.GATE)

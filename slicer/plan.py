@@ -65,6 +65,7 @@ class SlicePlan:
     captures: tuple[str, ...] = ()  # free names the TF part reads (bound at trace time)
     rescuable: bool = False  # the host program holds the TF statements too (RESCUE)
     nested: tuple[int, ...] = ()  # per call of a function gpe slices too: its BRANCH channel
+    rescues: tuple[tuple[int, int], ...] = ()  # (gate or loop channel, its RESCUE channel)
     # the same programs as gast trees with the user's line numbers (not part of the data)
     host_tree: Any = field(default=None, compare=False, repr=False)
     profile_tree: Any = field(default=None, compare=False, repr=False)
