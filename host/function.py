@@ -189,7 +189,9 @@ class SlicedFunction:
             return None
 
     def _values(self, args, kwargs) -> dict:
-        if not kwargs and len(args) == len(self._positional):
+        """The arguments by parameter name, defaults applied (TypeError if they do not
+        bind, as the function would raise)."""
+        if not kwargs and len(args) == len(self._positional):  # the common case, fast
             return dict(zip(self._positional, args))
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
@@ -220,15 +222,10 @@ class SlicedFunction:
             stats.eager_calls += 1
             return self.fn(*args, **kwargs)
         start = time.perf_counter()  # a sliced call's cost includes finding its variant
-        if not kwargs and len(args) == len(self._positional):  # the common case, fast
-            values = dict(zip(self._positional, args))
-        else:
-            try:
-                bound = self.signature.bind(*args, **kwargs)
-            except TypeError:
-                return self._eager(args, kwargs)  # eager raises the same TypeError
-            bound.apply_defaults()
-            values = bound.arguments
+        try:
+            values = self._values(args, kwargs)
+        except TypeError:
+            return self._eager(args, kwargs)  # eager raises the same TypeError
         key = self._key(values)
         variant = self.variants.get(key)
         if variant is not None:

@@ -208,8 +208,8 @@ def stable_entry_values(plan: SlicePlan, runs, layouts, unfolded, sibling=()) ->
         return {}
     folded_before = {(name, value) for name, _, value in sibling}
     if sibling:
-        runs = runs[-1:] * 2  # this call's values, checked against the sibling's below
-    if len(runs) < 2:
+        runs = runs[-1:]  # this call's values, checked against the sibling's below
+    elif len(runs) < 2:
         return {}
     out, position = {}, 0
     for i, (name, layout) in enumerate(zip(entry.names, layouts[entry.index])):
