@@ -17,9 +17,8 @@ import numpy as np
 import tensorflow as tf
 
 from slicer.plan import ChannelKind
-from tensorflow.python.ops import gen_data_flow_ops
 
-from tfprog.channels import ValueSpec, flatten, matches, spec_of, unflatten
+from tfprog.channels import ValueSpec, flatten, matches, spec_of
 
 
 
@@ -82,8 +81,10 @@ class Runtime:
         self.waits = variant.part.waits
         self.folded = variant.folded  # [(name, index in the entry values, constant)]
         self.nested = variant.nested  # per nested call site: the callee variant, or None
-        self.plan, self.specs, self.layouts = plan, variant.part.specs, variant.part.layouts
-        self.rescues = dict(plan.rescues)  # gate or loop channel -> its RESCUE channel
+        # a value that no longer fits a decision channel: can the host take over there?
+        # (not where the TF part holds values that are not tensors)
+        self.rescuable = plan.rescuable
+        self.unrescuable = {k for k, r in plan.rescues if variant.part.specs.get(r) is None}
         self.start_pos = 0 if self.entry is not None else -1  # begin sends the entry
         # where the host leaves a call: (channels to drain, (channel to cancel, kind) or None)
         self.routes = tuple(
@@ -151,7 +152,7 @@ class CallContext:
         self.pos = site
         channel = self.channels[self.rt.sites[site]]
         if channel.layouts and channel.layouts[0] is not None:
-            return channel.recv_structure()  # a list of TF values: built now
+            return channel.recv_now()[0]  # a list of TF values: built now
         return channel.recv()
 
     def gate(self, site: int, values) -> bool:
@@ -172,9 +173,7 @@ class CallContext:
     def _rescue(self, k: int, channel, failed: GuardError) -> bool:
         """Tell the TF part waiting on channel `k` to stop and hand over what it holds; the
         host finishes the call eagerly (raises `failed` where that is not possible)."""
-        rescue = self.rt.rescues.get(k)
-        if not self.rt.plan.rescuable or (
-                rescue is not None and self.rt.specs.get(rescue) is None):
+        if not self.rt.rescuable or k in self.rt.unrescuable:
             raise failed
         channel.send([_FLAGS[2]] + _zeros(channel))
         self.eager = True
@@ -209,10 +208,7 @@ class CallContext:
 
     def rescued(self, k: int) -> tuple:
         """The TF values live at the gate that failed (RESCUE channel `k`)."""
-        channel = self.channels[k]
-        with self.rt.variant.session.waiting(channel.label):
-            leaves = gen_data_flow_ops.queue_dequeue_v2(channel.handle, channel.dtypes)
-        return tuple(unflatten(self.rt.layouts[k], list(leaves)))
+        return tuple(self.channels[k].recv_now())
 
     def flag(self, site: int, value: int, values=()) -> bool:
         """Tell the TF part about a loop iteration or the branch taken (see ChannelKind),

@@ -48,9 +48,9 @@ class HostChannel:
                 self._pull_one()
         return pending
 
-    def recv_structure(self):
-        """A list/tuple/dict of TF values, received now (in FIFO order after any value of
-        this channel still pending)."""
+    def recv_now(self) -> list:
+        """The values of one send, received now and rebuilt per layout (lists, tuples and
+        dicts of TF values), in FIFO order after any value of this channel still pending."""
         with self._lock:
             while self._waiting:
                 self._pull_one()
@@ -59,7 +59,7 @@ class HostChannel:
                     leaves = gen_data_flow_ops.queue_dequeue_v2(self.handle, self.dtypes)
             except _WOKEN as exc:
                 self._woken(exc)
-        return unflatten(self.layouts, list(leaves))[0]
+        return unflatten(self.layouts, list(leaves))
 
     def resolve(self, pending: Pending) -> None:
         with self._lock:
