@@ -58,10 +58,11 @@ class Assumptions:
         return {"host_only": frozenset(self.host_only),
                 "dynamic_paths": frozenset(self.dynamic_paths)}
 
-    def plan_key(self, key: tuple) -> tuple:
-        """Keys with the same plan_key share one plan: they differ only in tensor shapes,
-        which the slicer does not look at."""
-        return (_shape_free(key), frozenset(self.host_only), frozenset(self.dynamic_paths))
+    def plan_key(self, described: tuple) -> tuple:
+        """Where plans for arguments described so (see describe) are cached: calls that
+        differ only in tensor shapes, which the slicer does not look at, share them."""
+        return (_shape_free(described), frozenset(self.host_only),
+                frozenset(self.dynamic_paths))
 
     # seen while calling ----------------------------------------------------------------
     def note_ints(self, values) -> None:
@@ -155,7 +156,7 @@ def guard_value(obj) -> Any:
     return id(obj)
 
 
-def _shape_free(key: tuple) -> tuple:
+def _shape_free(described: tuple) -> tuple:
     def strip(entry):
         if isinstance(entry, tuple) and entry and entry[0] == "tensor":
             return entry[:2]
@@ -164,7 +165,7 @@ def _shape_free(key: tuple) -> tuple:
         if isinstance(entry, tuple) and entry and entry[0] == "mapping":
             return (entry[0], tuple((k, strip(e)) for k, e in entry[1]))
         return entry
-    return tuple(strip(e) for e in key)
+    return tuple(strip(e) for e in described)
 
 
 # from profile observations to what a variant is built with ----------------------------
