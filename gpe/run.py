@@ -19,7 +19,7 @@ import types
 import weakref
 from typing import Callable
 
-from host.function import SlicedFunction
+from gpe.host.function import SlicedFunction
 
 DECORATOR = "__gpe_function__"
 _wrapped: list[weakref.ref] = []

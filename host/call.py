@@ -16,9 +16,9 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from slicer.plan import ChannelKind
+from gpe.slicer.plan import ChannelKind
 
-from tfprog.channels import ValueSpec, flatten, matches, spec_of
+from gpe.tfprog.channels import ValueSpec, flatten, matches, spec_of
 
 
 

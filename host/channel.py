@@ -14,8 +14,8 @@ import weakref
 import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
-from host.pending import Pending
-from tfprog.channels import ValueSpec, unflatten
+from gpe.host.pending import Pending
+from gpe.tfprog.channels import ValueSpec, unflatten
 
 _WOKEN = (tf.errors.CancelledError, tf.errors.OutOfRangeError, RuntimeError)
 MAX_UNREAD = 256  # well past how far the host can run ahead (the entry queues hold 64)

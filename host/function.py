@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 
-from host import signature
-from host.call import EntryGuardFailed, Runtime
-from host.loader import load
-from host.session import Registration, Session, get_session
-from host.speculation import (Assumptions, channel_specs, guard_value,
+from gpe.host import signature
+from gpe.host.call import EntryGuardFailed, Runtime
+from gpe.host.loader import load
+from gpe.host.session import Registration, Session, get_session
+from gpe.host.speculation import (Assumptions, channel_specs, guard_value,
                               stable_entry_values)
-from slicer import Refusal, SlicePlan, slice_function
-from tfprog.channels import Unsendable
-from tfprog.part import Part, PartError, build_part
+from gpe.slicer import Refusal, SlicePlan, slice_function
+from gpe.tfprog.channels import Unsendable
+from gpe.tfprog.part import Part, PartError, build_part
 
 log = logging.getLogger("gpe")
 

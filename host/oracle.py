@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from slicer.facts import Kind
+from gpe.slicer.facts import Kind
 
 try:
     import keras

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
-from host import fence
-from host.channel import HostChannel
-from host.watchdog import Watchdog
-from tfprog.channels import make_queue
-from tfprog.exact import use_exact_arithmetic_on_this_thread
-from tfprog.part import LINE_SCOPE, Part
-from tfprog.sink import STOP, build_sink
+from gpe.host import fence
+from gpe.host.channel import HostChannel
+from gpe.host.watchdog import Watchdog
+from gpe.tfprog.channels import make_queue
+from gpe.tfprog.exact import use_exact_arithmetic_on_this_thread
+from gpe.tfprog.part import LINE_SCOPE, Part
+from gpe.tfprog.sink import STOP, build_sink
 
 log = logging.getLogger("gpe")
 

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from host import oracle
-from slicer.facts import ArgFact, Facts, Kind
+from gpe.host import oracle
+from gpe.slicer.facts import ArgFact, Facts, Kind
 
 _FOLDED = (bool, int, str, type(None))
 MAX_DESCRIBED = 32  # longer tuples, lists and dicts are described by their type only

@@ -17,12 +17,12 @@ from typing import Any
 
 import tensorflow as tf
 
-from host import signature
-from slicer import SlicePlan
-from slicer.plan import ChannelKind
-from tfprog.channels import Unsendable, flatten, spec_of
-from tfprog.channels import relaxed as relaxed_spec
-from tfprog.part import PartError
+from gpe.host import signature
+from gpe.slicer import SlicePlan
+from gpe.slicer.plan import ChannelKind
+from gpe.tfprog.channels import Unsendable, flatten, spec_of
+from gpe.tfprog.channels import relaxed as relaxed_spec
+from gpe.tfprog.part import PartError
 
 log = logging.getLogger("gpe")
 

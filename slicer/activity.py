@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import gast
 
-from slicer import anno
-from slicer.anno import Key
-from slicer.hoist import is_tf_with
+from gpe.slicer import anno
+from gpe.slicer.anno import Key
+from gpe.slicer.hoist import is_tf_with
 
 
 def resolve(fn: gast.FunctionDef) -> None:

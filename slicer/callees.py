@@ -15,12 +15,12 @@ from typing import Any
 
 import gast
 
-from slicer import activity, anno, hoist, kinds
-from slicer.anno import Key
-from slicer.errors import Refusal
-from slicer.facts import TF_KINDS, ArgFact, Facts, Kind
-from slicer.parser import parse
-from slicer.placement import Place, resolve as place
+from gpe.slicer import activity, anno, hoist, kinds
+from gpe.slicer.anno import Key
+from gpe.slicer.errors import Refusal
+from gpe.slicer.facts import TF_KINDS, ArgFact, Facts, Kind
+from gpe.slicer.parser import parse
+from gpe.slicer.placement import Place, resolve as place
 
 _ARG_KINDS = TF_KINDS | {Kind.PY_SCALAR}
 _cache: dict[tuple, Kind | None] = {}

@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 
 import gast
 
-from slicer import anno
-from slicer.anno import Key
-from slicer.errors import Refusal
-from slicer.facts import TF_KINDS, Facts, Kind
-from slicer.hoist import is_tf_with
-from slicer.parser import MISSING, Parsed
-from slicer.placement import Place, mirrored_statements
+from gpe.slicer import anno
+from gpe.slicer.anno import Key
+from gpe.slicer.errors import Refusal
+from gpe.slicer.facts import TF_KINDS, Facts, Kind
+from gpe.slicer.hoist import is_tf_with
+from gpe.slicer.parser import MISSING, Parsed
+from gpe.slicer.placement import Place, mirrored_statements
 
 _HOST, _TF, _BOTH = "host", "tf", "both"
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import gast
 
-from slicer import anno, templates
-from slicer.anno import Key
-from slicer.plan import ChannelKind
+from gpe.slicer import anno, templates
+from gpe.slicer.anno import Key
+from gpe.slicer.plan import ChannelKind
 
 
 @dataclass(eq=False)

@@ -15,11 +15,11 @@ import itertools
 
 import gast
 
-from slicer import anno
-from slicer.anno import Key
-from slicer.facts import (MATERIALIZE_BUILTINS, MATERIALIZE_METHODS, STRUCTURAL_BUILTINS,
+from gpe.slicer import anno
+from gpe.slicer.anno import Key
+from gpe.slicer.facts import (MATERIALIZE_BUILTINS, MATERIALIZE_METHODS, STRUCTURAL_BUILTINS,
                           TF_CALLABLES, TF_KINDS, Kind)
-from slicer.parser import Parsed
+from gpe.slicer.parser import Parsed
 
 _SIMPLE = (gast.Assign, gast.AugAssign, gast.AnnAssign, gast.Expr, gast.Return)
 _CONDITIONAL = (gast.IfExp, gast.BoolOp, gast.Lambda, gast.ListComp, gast.SetComp,

@@ -13,12 +13,12 @@ from typing import Any
 
 import gast
 
-from slicer import anno
-from slicer.anno import Key
-from slicer.facts import (CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES, TF_CALLABLES,
+from gpe.slicer import anno
+from gpe.slicer.anno import Key
+from gpe.slicer.facts import (CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES, TF_CALLABLES,
                           STRUCTURAL_BUILTINS,
                           TF_KINDS, VARIABLE_EFFECT_METHODS, Facts, Kind)
-from slicer.parser import MISSING, Parsed
+from gpe.slicer.parser import MISSING, Parsed
 
 _SCALAR_BUILTINS = {"float": Kind.PY_SCALAR, "int": Kind.PY_SCALAR, "bool": Kind.PY_SCALAR}
 _DATA_TYPES = (list, dict, tuple, set, str, bytes, type(None))
@@ -298,7 +298,7 @@ class _Inferer:
         arg_kinds = [anno.get(a, Key.KIND) for a in node.args]
         if not any(k in TF_KINDS for k in arg_kinds):
             return None
-        from slicer import callees  # callees runs this module's passes on the callee
+        from gpe.slicer import callees  # callees runs this module's passes on the callee
         return callees.kind_of_call(static_value(node.func, self.parsed), arg_kinds,
                                     self.facts)
 

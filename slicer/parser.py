@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import gast
 
-from slicer.errors import Refusal
+from gpe.slicer.errors import Refusal
 
 MISSING = object()
 

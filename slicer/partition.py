@@ -21,13 +21,13 @@ import copy
 
 import gast
 
-from slicer import anno, templates
-from slicer.anno import Key
-from slicer.facts import Facts, Kind
-from slicer.parser import Parsed
-from slicer.placement import Place
-from slicer.follow import Block, Follow
-from slicer.plan import Channel, ChannelKind, LineReport, SlicePlan
+from gpe.slicer import anno, templates
+from gpe.slicer.anno import Key
+from gpe.slicer.facts import Facts, Kind
+from gpe.slicer.parser import Parsed
+from gpe.slicer.placement import Place
+from gpe.slicer.follow import Block, Follow
+from gpe.slicer.plan import Channel, ChannelKind, LineReport, SlicePlan
 
 HOST_FACTORY = """
 def _gpe_factory(__params__):

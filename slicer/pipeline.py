@@ -6,11 +6,11 @@ from typing import Callable
 
 import gast
 
-from slicer import activity, crossings, hoist, kinds, partition, placement
-from slicer.errors import Refusal
-from slicer.facts import Facts
-from slicer.parser import parse
-from slicer.plan import SlicePlan
+from gpe.slicer import activity, crossings, hoist, kinds, partition, placement
+from gpe.slicer.errors import Refusal
+from gpe.slicer.facts import Facts
+from gpe.slicer.parser import parse
+from gpe.slicer.plan import SlicePlan
 
 
 def slice_function(fn: Callable, facts: Facts) -> SlicePlan:

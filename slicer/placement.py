@@ -12,13 +12,13 @@ import enum
 
 import gast
 
-from slicer import anno
-from slicer.anno import Key
-from slicer.errors import Refusal
-from slicer.facts import TF_CALLABLES, TF_KINDS, Facts, Kind
-from slicer.hoist import is_tf_statement, is_tf_with, tf_evaluable
-from slicer.kinds import effect_call
-from slicer.parser import Parsed
+from gpe.slicer import anno
+from gpe.slicer.anno import Key
+from gpe.slicer.errors import Refusal
+from gpe.slicer.facts import TF_CALLABLES, TF_KINDS, Facts, Kind
+from gpe.slicer.hoist import is_tf_statement, is_tf_with, tf_evaluable
+from gpe.slicer.kinds import effect_call
+from gpe.slicer.parser import Parsed
 
 
 class Place(enum.Enum):

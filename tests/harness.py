@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 import gpe
-from host.opcount import eager_ops, user_ops
+from gpe.host.opcount import eager_ops, user_ops
 
 
 @dataclass

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import gpe
 from harness import check, run
-from host.opcount import eager_ops, user_ops
+from gpe.host.opcount import eager_ops, user_ops
 
 X = tf.constant([1.0, 2.0, 3.0])
 
@@ -130,8 +130,8 @@ def heavy(x):
 
 
 def test_a_stuck_wait_raises_naming_channel_and_function_then_session_recovers():
-    from host.session import get_session
-    from host.watchdog import GpeTimeoutError
+    from gpe.host.session import get_session
+    from gpe.host.watchdog import GpeTimeoutError
     sliced = gpe.function(heavy, profile_calls=1)
     small = tf.ones([4, 4])
     big = tf.ones([2000, 2000])

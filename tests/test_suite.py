@@ -9,7 +9,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 
 import suite  # noqa: E402
 from harness import run, same  # noqa: E402
-from host.opcount import graph_ops  # noqa: E402
+from gpe.host.opcount import graph_ops  # noqa: E402
 
 TOTALS = {"graph": 0, "host": 0}
 

@@ -20,9 +20,9 @@ import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 from tensorflow.python.types import core
 
-from slicer.plan import ChannelKind, SlicePlan
-from tfprog.channels import ValueSpec, flatten, python_spec, unflatten
-from tfprog.exact import exact_arithmetic
+from gpe.slicer.plan import ChannelKind, SlicePlan
+from gpe.tfprog.channels import ValueSpec, flatten, python_spec, unflatten
+from gpe.tfprog.exact import exact_arithmetic
 
 _RESOURCE = tf.TensorSpec([], tf.resource)
 

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import tensorflow as tf
 from tensorflow.python.ops import cond_v2, gen_data_flow_ops
 
-from tfprog.exact import exact_arithmetic
+from gpe.tfprog.exact import exact_arithmetic
 
 STOP = -1
 
