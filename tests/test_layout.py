@@ -94,3 +94,19 @@ def test_wheel_adds_only_gpe_to_site_packages(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(site)},
                          cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip().startswith(str(site)), out.stdout
+
+
+def test_modules_and_functions_stay_small():
+    """DESIGN: modules of 150-500 lines, functions under ~60 (tests and examples aside)."""
+    big = []
+    for package in ("gpe", *ALLOWED):
+        for path in sorted((ROOT / package).glob("*.py")):
+            source = path.read_text()
+            if source.count("\n") > 500:
+                big.append(f"{package}/{path.name}: {source.count(chr(10))} lines")
+            for node in ast.walk(ast.parse(source)):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    length = node.end_lineno - node.lineno + 1
+                    if length > 60:
+                        big.append(f"{package}/{path.name}: {node.name} {length} lines")
+    assert not big, big

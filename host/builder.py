@@ -1,0 +1,115 @@
+"""From a new call key to a built variant: plan, profile, build.
+
+`Builder` (one per SlicedFunction) slices the function for a call's arguments (plans are
+shared by keys that differ only in tensor shapes), runs the profile program eagerly with
+observation points, and builds a variant from the profile runs: channel specs, folded
+constants, the TF part and the host program.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import weakref
+
+from gpe.host import signature
+from gpe.host.loader import load
+from gpe.host.speculation import channel_specs, stable_entry_values
+from gpe.host.variant import Variant, callee_variant
+from gpe.slicer import Refusal, SlicePlan, slice_function
+from gpe.tfprog.channels import Unsendable
+from gpe.tfprog.part import PartError
+
+log = logging.getLogger("gpe")
+
+
+class NotBuilt(Exception):
+    """A variant could not be built. retry: profile this key again (the assumptions
+    changed, so the next build may succeed); else the key runs eagerly, for `reason`."""
+
+    def __init__(self, reason: str, retry: bool):
+        super().__init__(reason)
+        self.retry = retry
+
+
+class Builder:
+    def __init__(self, owner):
+        self.owner = weakref.proxy(owner)  # the SlicedFunction (it holds this builder)
+        self.plans: dict[tuple, list] = {}  # see plan: [(plan, types of its captures)]
+        self.last_plan: SlicePlan | None = None
+
+    def plan(self, values: dict) -> SlicePlan:
+        """The plan for these arguments: sliced once, and shared by calls whose arguments
+        differ only in tensor shapes and whose captured objects (`self.w`, `self.rate`)
+        have the same types (the slicer looks at neither their identity nor their value:
+        the TF part reads those when it is built)."""
+        assumed = self.owner.assumed
+        described = assumed.describe(values)
+        candidates = self.plans.setdefault(assumed.plan_key(described), [])
+        for plan, types in candidates:
+            if types == self._capture_types(plan, values):
+                self.last_plan = plan
+                return plan
+        facts = dataclasses.replace(signature.facts_for(described, values), **assumed.facts())
+        plan = slice_function(self.owner.fn, facts)
+        candidates.append((plan, self._capture_types(plan, values)))
+        self.last_plan = plan
+        log.debug("sliced %s\n--- host ---\n%s\n--- TF ---\n%s", self.owner.__qualname__,
+                  plan.host_source, plan.tf_source)
+        return plan
+
+    def _capture_types(self, plan: SlicePlan, values) -> tuple:
+        lookup = self.owner.keys.lookup
+        return tuple(type(signature.resolve(g, values, lookup)) for g in plan.captures)
+
+    def profile(self, plan: SlicePlan, args, kwargs):
+        """Run the function eagerly with observation points: (its result, what crossed)."""
+        observed: dict = {}
+        callee = self.owner.callee
+
+        def observe(index, vals):
+            observed[index] = list(vals)
+
+        def observe_call(slot, fn, *call_args, **call_kwargs):
+            """A call of a function gpe slices too: which of its variants this call takes
+            (its key, looked up once the caller is built)."""
+            sliced, all_args = callee(fn, call_args)
+            result = sliced(*all_args, **call_kwargs)  # profiled and built as any call
+            # the key after the call: building a variant can add guards to it
+            observed[("call", slot)] = (sliced, sliced.key_for(all_args, call_kwargs))
+            return result
+
+        program = load(plan.profile_source, plan.profile_tree, self.owner.fn,
+                       {"_gpe_obs": observe, "_gpe_obs_call": observe_call})
+        return program(*args, **kwargs), observed
+
+    def build(self, plan: SlicePlan, values: dict, runs: list, sibling: Variant | None,
+              adaptive: bool) -> Variant:
+        """A variant from the profile runs of its key (raises NotBuilt)."""
+        owner, assumed = self.owner, self.owner.assumed
+        try:
+            specs, layouts = channel_specs(plan, runs, assumed.relaxed)
+            folded = stable_entry_values(plan, runs, layouts, assumed.unfolded,
+                                         sibling.folded if sibling is not None else ())
+            # as fast as its sibling, measured: no need to time it again
+            timed = adaptive and (sibling is None or not sibling.timer.settled)
+            variant = Variant(owner, plan, {n: values[n] for n in plan.bound}, values, timed)
+            if sibling is not None and sibling.timer.settled:
+                variant.timer.eager_faster = sibling.eager_faster  # its sibling's verdict
+            variant.nested = [callee_variant(runs[-1].get(("call", slot)))
+                              for slot in range(len(plan.nested))]
+            variant.build(specs, layouts, folded, owner.callee)
+            return variant
+        except Unsendable as exc:
+            if exc.names and not set(exc.names) <= assumed.host_only:
+                # slice again with TF work reading those names on the host
+                assumed.host_only |= set(exc.names)
+                log.info("%s: %s; slicing again", owner.__qualname__, exc)
+                raise NotBuilt(str(exc), retry=True) from None
+            raise NotBuilt(str(exc), retry=False) from None
+        except (PartError, Refusal) as exc:
+            relaxed = assumed.unrelax(values)
+            if relaxed:  # built for exact shapes instead (a variant per shape)
+                log.info("%s: no variant for any size of %s (%s); one per shape instead",
+                         owner.__qualname__, ", ".join(relaxed), exc)
+                raise NotBuilt(str(exc), retry=True) from None
+            raise NotBuilt(str(exc), retry=False) from None

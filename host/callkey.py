@@ -1,0 +1,84 @@
+"""The call key: what a call must match to take a variant (the host-side guard).
+
+`CallKeys` (one per SlicedFunction) binds a call's arguments to parameter names, and
+describes them with the identity of every object a TF part captured (`self.w`, a layer,
+a global) into a key: a variant runs a call only when the keys are equal. A key that
+matches no variant becomes "expected X, got Y" (speculation.Assumptions.miss).
+"""
+from __future__ import annotations
+
+import builtins
+import inspect
+from typing import Any, Callable
+
+from gpe.host import signature
+from gpe.host.speculation import Assumptions, guard_value
+
+
+class CallKeys:
+    def __init__(self, fn: Callable, assumed: Assumptions):
+        self.fn = fn
+        self.assumed = assumed
+        self.signature = inspect.signature(fn)
+        params = list(self.signature.parameters.values())
+        # names of the parameters, when every one is plainly positional (else: bind)
+        self._positional = tuple(p.name for p in params) if all(
+            p.kind == p.POSITIONAL_OR_KEYWORD for p in params) else ()
+        self.guards: tuple[str, ...] = ()  # captured names and paths (union over variants)
+        self.last: tuple | None = None     # the key of the variant built last
+
+    def values(self, args: tuple, kwargs: dict) -> dict:
+        """The arguments by parameter name, defaults applied (TypeError if they do not
+        bind, as the function would raise)."""
+        if not kwargs and len(args) == len(self._positional):  # the common case, fast
+            return dict(zip(self._positional, args))
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return bound.arguments
+
+    def key(self, values: dict) -> tuple:
+        """Argument descriptions, and the identity of every object a TF part captured (a
+        rebound global, another `self`, a replaced layer all differ)."""
+        described = self.assumed.describe(values)
+        if not self.guards:
+            return described
+        lookup = self.lookup
+        return described + tuple(guard_value(signature.resolve(g, values, lookup))
+                                 for g in self.guards)
+
+    def key_for(self, args: tuple, kwargs: dict) -> tuple | None:
+        """The key of these arguments (None where they do not bind)."""
+        try:
+            return self.key(self.values(args, kwargs))
+        except TypeError:
+            return None
+
+    def missed(self, key: tuple, values: dict) -> str:
+        """Why `key` matched no variant ("expected X, got Y"); numbers on objects that keep
+        changing stop being guarded (they are sent from now on)."""
+        reason = self.assumed.miss(self.last, key, list(values), self.guards)
+        dynamic = self.assumed.dynamic_paths
+        self.guards = tuple(g for g in self.guards if g not in dynamic)
+        return reason
+
+    def add_guards(self, captures: tuple[str, ...], values: dict) -> tuple:
+        """Guard what a new variant captured too; returns the key it is stored under."""
+        self.guards = tuple(sorted(set(self.guards) | set(captures)))
+        for guard in self.guards:
+            value = guard_value(signature.resolve(guard, values, self.lookup))
+            if isinstance(value, tuple):
+                self.assumed.note_path_value(guard, value)
+        self.last = self.key(values)
+        return self.last
+
+    def lookup(self, name: str) -> Any:
+        """A free name of the function: its closure cell, its global, or a builtin."""
+        code = self.fn.__code__
+        if self.fn.__closure__ and name in code.co_freevars:
+            try:
+                return self.fn.__closure__[code.co_freevars.index(name)].cell_contents
+            except ValueError:  # an empty cell
+                return None
+        if name in self.fn.__globals__:
+            return self.fn.__globals__[name]
+        return getattr(builtins, name, None)

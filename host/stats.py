@@ -1,0 +1,46 @@
+"""A sliced function's statistics, and its fallback notes (warned about once per cause)."""
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("gpe")
+
+
+class GpeWarning(UserWarning):
+    """gpe runs (part of) a function eagerly; the message says why."""
+
+
+@dataclass
+class Stats:
+    calls: int = 0
+    graph_calls: int = 0
+    eager_calls: int = 0
+    profile_calls: int = 0
+    variants: int = 0
+    fallbacks: dict[str, int] = field(default_factory=dict)
+    guard_failures: dict[str, int] = field(default_factory=dict)  # "expected X, got Y"
+    built: list[str] = field(default_factory=list)  # the assumptions of each variant
+    warned: set[str] = field(default_factory=set)   # fallback reasons warned about
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"calls": self.calls, "graph_calls": self.graph_calls,
+                "eager_calls": self.eager_calls, "profile_calls": self.profile_calls,
+                "variants": self.variants, "fallbacks": dict(self.fallbacks),
+                "guard_failures": dict(self.guard_failures),
+                "variants_built": list(self.built)}
+
+    def guard_failed(self, reason: str) -> None:
+        self.guard_failures[reason] = self.guard_failures.get(reason, 0) + 1
+
+    def fallback(self, qualname: str, reason: str, warn: bool) -> None:
+        """Count a fallback; warn once per reason (`warn`), else log it."""
+        self.fallbacks[reason] = self.fallbacks.get(reason, 0) + 1
+        if not warn:
+            log.info("%s runs eagerly: %s", qualname, reason)
+        elif reason not in self.warned:
+            self.warned.add(reason)
+            warnings.warn(f"gpe: {qualname} runs eagerly: {reason}", GpeWarning,
+                          stacklevel=5)

@@ -1,0 +1,134 @@
+"""Variants: the sliced versions of a function, one per call key, and their cache.
+
+A `Variant` holds one plan's built TF part (registered with the session when first run)
+and its loaded host program. `Variants` holds a function's variants by call key, with
+the profile runs, refusals and retirements of the keys not (or no longer) built.
+"""
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any
+
+from gpe.host import signature
+from gpe.host.adaptive import AdaptiveTimer
+from gpe.host.call import Runtime
+from gpe.host.loader import load
+from gpe.host.session import Registration, Session, get_session
+from gpe.slicer import SlicePlan
+from gpe.tfprog.part import Part, build_part
+
+log = logging.getLogger("gpe")
+
+MAX_VARIANTS = 16
+MAX_RETIRED = 3  # variants of one key that fell back mid-call before it runs eagerly
+
+
+class Variant:
+    """One sliced version of a function, for one call key."""
+
+    def __init__(self, owner, plan: SlicePlan, bound: dict[str, Any],
+                 bound_values: dict[str, Any], adaptive: bool = True):
+        # the owner weakly (it holds its variants): a dropped function's parts leave the sink
+        if not isinstance(owner, weakref.ProxyTypes):
+            owner = weakref.proxy(owner)
+        self.owner, self.plan, self.bound = owner, plan, bound
+        self.session: Session = get_session()
+        self.part: Part | None = None
+        self._registration: Registration | None = None
+        self.host_fn = None
+        self.timer = AdaptiveTimer(adaptive)
+        self.folded: list = []  # entry values used as constants: (name, index, value)
+        self.stale = False  # a call fell back mid-call: build again (see fell_back)
+        self.nested: list = []  # per nested call site: the callee's variant its TF part runs
+        # what the TF part captured when traced (held: their ids are in the call key)
+        self.held = [signature.resolve(g, bound_values, owner.keys.lookup)
+                     for g in plan.captures]
+
+    @property
+    def eager_faster(self) -> bool:
+        return self.timer.eager_faster
+
+    def build(self, specs, layouts, folded, callee) -> None:
+        """folded: {entry leaf position: (name, index in the entry values, constant)};
+        callee: fn, args -> (its SlicedFunction, args), for nested calls."""
+        fn = self.owner.fn
+        factory = lambda rt, k: load(self.plan.tf_source, None, fn,  # noqa: E731
+                                     {"_gpe_rt": rt, "_gpe_k": k}, signature=False)
+        self.folded = list(folded.values())
+        self.part = build_part(self.plan, factory, self.bound, specs, layouts,
+                               {pos: value for pos, (_, _, value) in folded.items()},
+                               [v.part if v is not None else None for v in self.nested])
+        self.host_fn = load(self.plan.host_source, self.plan.host_tree, fn,
+                            {"_gpe_rt": Runtime(self, callee)})
+
+    def fell_back(self, reason: str) -> None:
+        """A value computed mid-call did not fit its channel; the host finished that call
+        eagerly. The variant is built again from new profile calls after it."""
+        self.owner.stats_.guard_failed(reason)
+        self.stale = True
+        log.info("%s: %s; the call goes on eagerly", self.owner.__qualname__, reason)
+
+    def registration(self) -> Registration:
+        session = self.session
+        if session.failed:
+            session.ensure_healthy()
+        reg = self._registration
+        if reg is None or reg.generation != session.generation:
+            reg = self._registration = session.register(self.part, self)
+        return reg
+
+
+def callee_variant(seen) -> Variant | None:
+    """The variant a nested call site runs in the TF part: the one the callee built for
+    the arguments the profile call saw, if it runs sliced."""
+    if seen is None:
+        return None
+    sliced, key = seen
+    variant = sliced.variants.get(key)
+    if variant is None or variant.eager_faster or variant.part is None:
+        return None
+    return variant
+
+
+class Variants:
+    """A function's variants by call key, and what is known of keys without one."""
+
+    def __init__(self):
+        self.built: dict[tuple, Variant] = {}
+        self.profiles: dict[tuple, list] = {}  # key -> observations of its profile calls
+        self.refused: dict[tuple, str] = {}    # key -> why it runs eagerly
+        self.retired: dict[tuple, int] = {}    # key -> variants dropped after a fallback
+
+    def get(self, key: tuple) -> Variant | None:
+        return self.built.get(key)
+
+    def add(self, key: tuple, variant: Variant) -> None:
+        self.built[key] = variant
+
+    @property
+    def full(self) -> bool:
+        return len(self.built) >= MAX_VARIANTS
+
+    def all_eager(self) -> bool:
+        return all(v.eager_faster for v in self.built.values())
+
+    def sibling(self, plan: SlicePlan) -> Variant | None:
+        """A variant already built from the same plan (its key differed only in tensor
+        shapes): a new one needs one profile call, folds what it folded, and keeps its
+        verdict against eager."""
+        return next((v for v in self.built.values() if v.plan == plan), None)
+
+    def forget(self, key: tuple) -> None:
+        """Build this key again from new profile calls."""
+        self.built.pop(key, None)
+        self.profiles.pop(key, None)
+
+    def retire(self, key: tuple, variant: Variant) -> bool:
+        """Drop a variant that fell back mid-call (new profile calls see the new values);
+        True when its key's variants keep doing so (the key should run eagerly)."""
+        if self.built.get(key) is variant:
+            del self.built[key]
+        self.profiles.pop(key, None)
+        self.retired[key] = self.retired.get(key, 0) + 1
+        return self.retired[key] >= MAX_RETIRED
