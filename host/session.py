@@ -135,11 +135,13 @@ class Session:
         previous = self.thread
         if previous is not None:
             self._enqueue_control(STOP)
-        self.thread = threading.Thread(target=self._run, args=(sink, previous, pins),
+        self.thread = threading.Thread(target=self._run,
+                                       args=(sink, previous, pins, self.generation),
                                        name="gpe-sink", daemon=True)
         self.thread.start()
 
-    def _run(self, sink, previous: threading.Thread | None, pins: list) -> None:
+    def _run(self, sink, previous: threading.Thread | None, pins: list,
+             generation: int) -> None:
         use_exact_arithmetic_on_this_thread()
         if previous is not None:
             previous.join()
@@ -148,7 +150,11 @@ class Session:
         try:
             sink()
         except Exception as exc:  # an error inside a TF part: wake every waiting host op
-            self._fail(exc)
+            with self._lock:
+                if generation == self.generation:
+                    self._fail(exc)
+                else:  # a sink of a generation that failed already (its queues are gone)
+                    log.debug("a sink of generation %d ended: %s", generation, exc)
 
     # calls --------------------------------------------------------------------------
     def start_call(self, index: int) -> None:

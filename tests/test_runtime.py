@@ -270,3 +270,25 @@ def test_a_function_faster_eagerly_becomes_plain_and_a_heavy_one_stays_sliced():
     assert any("eager is faster" in r for r in sliced_tiny.stats()["fallbacks"])
     heavy_stats = sliced_heavy.stats()
     assert not sliced_heavy.plain and not heavy_stats["fallbacks"], heavy_stats["fallbacks"]
+
+
+def test_a_sink_of_a_failed_generation_does_not_fail_the_next_one():
+    """A timed-out sink may still be running when the next call starts a new generation;
+    when it then ends with an error (its queues are gone), the new generation stays
+    healthy (it used to be failed by it: the next call raised NotFoundError)."""
+    from gpe.host.session import get_session
+    sliced = gpe.function(heavy, profile_calls=1)
+    small = tf.ones([4, 4])
+    sliced(small)
+    float(sliced(small))
+    session = get_session()
+    stale = session.generation
+    session.fail(RuntimeError("planted"))
+    session.ensure_healthy()
+    assert float(sliced(small)) == float(heavy(small))  # a new generation runs it
+
+    def sink():
+        raise tf.errors.NotFoundError(None, None, "queue does not exist")
+    session._run(sink, None, [], stale)
+    assert not session.failed
+    assert float(sliced(small)) == float(heavy(small))
