@@ -1,9 +1,10 @@
 """Classify the objects a sliced function refers to into the slicer's `Kind`s.
 
-Keras objects count as TF only when they are Keras's own classes all the way down (a
-model made of built-in layers, a built-in optimizer): their calls then build TF ops and
-nothing else, so tracing them once gives what eager runs every call. A user's own layer
-or model class may run Python side effects in `call`, so its calls stay on the host.
+Keras objects count as TF when their calls build TF ops and nothing else, so that tracing
+them once gives what eager runs every call: Keras's own classes (a built-in layer or
+optimizer), and a user's own layer or model class whose `call` the slicer finds to be all
+TF work for that instance (gpe.slicer.layers), each of its sublayers likewise. A user's
+class whose `call` has Python side effects (a print, a counter) stays on the host.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from gpe.slicer.facts import Kind
+from gpe.slicer.layers import kind_of_layer_call
 
 try:
     import keras
@@ -84,22 +86,43 @@ def _keras_kind(obj: Any) -> Kind | None:
         return None
     if inspect.ismethod(obj):
         owner = obj.__self__
-        if isinstance(owner, (keras.layers.Layer, keras.optimizers.Optimizer)):
+        if isinstance(owner, (keras.layers.Layer, keras.optimizers.Optimizer,
+                              keras.metrics.Metric)):
             if _keras_all_the_way(owner) and _top(obj.__func__.__module__ or "") == "keras":
-                return Kind.TF_EFFECT_OP  # model.predict_step, opt.apply_gradients, ...
+                # model.predict_step, opt.apply_gradients, metric.update_state, ...
+                return Kind.TF_EFFECT_OP
             return Kind.HOST
         return None
     if isinstance(obj, keras.layers.Layer):
-        return Kind.TF_EFFECT_OP if _keras_all_the_way(obj) else Kind.HOST
+        return Kind.TF_EFFECT_OP if _keras_all_the_way(obj) or _all_tf(obj) else Kind.HOST
     if isinstance(obj, keras.optimizers.Optimizer):
         return Kind.TF_OBJECT if _keras_own(obj) else Kind.HOST
+    if isinstance(obj, keras.metrics.Metric):  # calling one updates its variables
+        return Kind.TF_EFFECT_OP if _keras_own(obj) else Kind.HOST
     if callable(obj) and _top(getattr(obj, "__module__", None) or "") == "keras":
         return Kind.TF_OP  # keras.ops.*, activations, losses as functions
     return None
 
 
 def _keras_all_the_way(obj: Any) -> bool:
-    if isinstance(obj, keras.optimizers.Optimizer):
+    if isinstance(obj, (keras.optimizers.Optimizer, keras.metrics.Metric)):
         return _keras_own(obj)
     layers = obj._flatten_layers(include_self=True, recursive=True)
     return all(_keras_own(layer) for layer in layers)
+
+
+def _all_tf(layer: Any) -> bool:
+    """Every layer in `layer`'s tree is Keras's own or a user's class whose `call` is all
+    TF work (and which leaves `__call__` to Keras)."""
+    for sub in layer._flatten_layers(include_self=True, recursive=True):
+        if _keras_own(sub):
+            continue
+        cls = type(sub)
+        if _top(getattr(cls.__call__, "__module__", "") or "") != "keras":
+            return False
+        call = cls.call
+        if _top(getattr(call, "__module__", "") or "") == "keras":
+            continue  # a subclass that only configures a Keras layer
+        if kind_of_layer_call(call, sub, classify) is None:
+            return False
+    return True

@@ -65,10 +65,10 @@ def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], facts: Facts) -> Kin
         place(parsed, callee_facts)
     except (Refusal, SyntaxError, TypeError, ValueError):
         return None
-    return _pure(parsed.node)
+    return pure_body(parsed.node)
 
 
-def _pure(fn: gast.FunctionDef) -> Kind | None:
+def pure_body(fn: gast.FunctionDef) -> Kind | None:
     """TF_OP/TF_EFFECT_OP if every statement is TF work (a final `return` of TF values)."""
     effect = False
     body = fn.body

@@ -1,5 +1,6 @@
-"""Keras's own layers, models and optimizers run in the TF part; a user's own layer class
-(which may have Python side effects in `call`) stays on the host."""
+"""Keras's own layers, models and optimizers run in the TF part, and so does a user's own
+layer or model class whose `call` is all TF work; one with Python side effects in `call`,
+or reading a Python number from the object, stays on the host."""
 import keras
 import numpy as np
 import tensorflow as tf
@@ -67,3 +68,78 @@ def test_user_layer_with_side_effects_stays_on_the_host():
     under = check(make, [(X,)] * 4, host_ops_allowed=frozenset(
         {"MatMul", "ReadVariableOp", "Mul", "Sum"}))
     assert under.log == ["called"] * 4
+
+
+class Classifier(keras.Model):
+    """A subclassed model as the Keras guides write one: layers made in __init__, a
+    `training` flag, a method of its own that is all TF work."""
+
+    def __init__(self):
+        super().__init__()
+        self.hidden = keras.layers.Dense(16, activation="relu")
+        self.out = keras.layers.Dense(3)
+        self.scale = Scale()
+
+    def call(self, inputs, training=False):
+        h = self.scale(self.hidden(inputs))
+        if training:
+            h = h * 0.5
+        return self.out(h)
+
+
+class Scale(keras.layers.Layer):
+    def build(self, shape):
+        self.gain = self.add_weight(shape=(shape[-1],), initializer="ones")
+
+    def call(self, x):
+        return x * self.gain + tf.reduce_mean(x, axis=-1, keepdims=True)
+
+
+LABELS = tf.constant(RNG.integers(0, 3, size=8))
+
+
+def test_subclassed_model_custom_training_step_runs_in_the_graph():
+    def make(log):
+        keras.utils.set_random_seed(3)
+        model = Classifier()
+        opt = keras.optimizers.Adam(0.01)
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        accuracy = keras.metrics.SparseCategoricalAccuracy()
+        model(X)
+
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                logits = model(x, training=True)
+                loss = loss_fn(y, logits)
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            accuracy.update_state(y, logits)
+            return loss, accuracy.result()
+        variables = weights(model, opt)
+        variables.update({f"acc{i}": v for i, v in enumerate(accuracy.variables)})
+        return train_step, variables
+    under = check(make, [(X, LABELS)] * 6)
+    assert under.target.stats()["fallbacks"] == {}
+
+
+def test_user_layer_reading_a_python_number_stays_on_the_host():
+    """`self.rate` is read by `call`: traced once it would be frozen, so the layer stays on
+    the host, and a rate changed between calls takes effect as eagerly."""
+    def make(log):
+        class Damp(keras.layers.Layer):
+            rate = 0.5
+
+            def call(self, x):
+                return x * self.rate
+
+        layer = Damp()
+
+        def forward(x):
+            return tf.reduce_sum(layer(x))
+
+        def step(x):
+            layer.rate += 0.25
+            return forward(x)
+        return step, {}
+    under = check(make, [(X,)] * 4, host_ops_allowed=frozenset({"Mul", "Sum"}))
+    assert under.host_ops.get("Mul") == 3  # the layer ran eagerly on each sliced call

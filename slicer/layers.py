@@ -1,0 +1,62 @@
+"""Layers: a user's own Keras layer or model class whose `call` is all TF work.
+
+`kind_of_layer_call(call, layer, classify)` analyses the class's `call` for this instance
+(its attributes are known: `self.dense` is a Dense layer, `self.w` a variable) with the
+passes of the pipeline up to placement. When every statement of it runs in the TF part
+(no print, no list append, no `.numpy()`, no host call) and it reads no Python number from
+the object (a rate or flag the program could change between calls: those would be frozen
+when the TF part is traced), calling the layer builds TF ops and nothing else, so tracing
+it once in the TF part gives what eager runs on every call: the layer is TF work
+(`Kind.TF_EFFECT_OP`: a layer may update its own variables). Anything else: None, and the
+layer's calls stay on the host, as before.
+
+Parameters of `call`: those without a default are tensors; those with one (`training`,
+`mask`) are Python values fixed for the call (the TF part is traced with them).
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+import gast
+
+from gpe.slicer import activity, anno, hoist, kinds
+from gpe.slicer.anno import Key
+from gpe.slicer.callees import pure_body
+from gpe.slicer.errors import Refusal
+from gpe.slicer.facts import ArgFact, Facts, Kind
+from gpe.slicer.parser import parse
+from gpe.slicer.placement import resolve as place
+
+
+def kind_of_layer_call(call: Callable, layer: Any, classify: Callable[[Any], Kind]
+                       ) -> Kind | None:
+    params = list(inspect.signature(call).parameters.values())
+    if not params or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params[1:]):
+        return None
+    self_name = params[0].name
+    args = {self_name: ArgFact(Kind.HOST, constant=True, value=layer)}
+    for param in params[1:]:
+        if param.default is param.empty:
+            args[param.name] = ArgFact(Kind.TENSOR)
+        else:
+            args[param.name] = ArgFact(Kind.PY_SCALAR, constant=True, value=param.default)
+    facts = Facts(args=args, classify=classify, objects={self_name: layer})
+    try:
+        parsed = parse(call)
+        kinds.resolve(parsed, facts)
+        hoist.transform(parsed)
+        kinds.resolve(parsed, facts)
+        activity.resolve(parsed.node)
+        place(parsed, facts)
+    except (Refusal, SyntaxError, TypeError, ValueError):
+        return None
+    if _reads_python_numbers(parsed.node) or pure_body(parsed.node) is None:
+        return None
+    return Kind.TF_EFFECT_OP
+
+
+def _reads_python_numbers(fn: gast.FunctionDef) -> bool:
+    """A Python number read from the object (`self.rate`): folded when traced."""
+    return any(isinstance(n, gast.Attribute) and anno.has(n, Key.PATH)
+               and anno.get(n, Key.KIND) == Kind.PY_SCALAR for n in gast.walk(fn))
