@@ -4,7 +4,9 @@ The script runs as `__main__`. Every top-level function and every method of a to
 class in it, and in the modules it imports from its own directory, is wrapped as if
 decorated with `@gpe.function` (innermost, under any decorators it has); generators,
 coroutines and nested functions are left alone. A function with no TF work becomes plain
-Python after its first call. All of them share the one session.
+Python after its first call. All of them share the one session. Constructors and other
+special methods, properties, static and class methods, and the set-up methods Keras calls
+(`build`, `get_config`, ...) are left as they are.
 """
 from __future__ import annotations
 
@@ -35,6 +37,16 @@ def auto(fn: Callable):
     return sliced
 
 
+# methods that set an object up or describe it, not the work: left as they are (Keras
+# inspects several of them, and runs `build` once)
+_SETUP_METHODS = frozenset({"build", "get_config", "from_config", "build_from_config",
+                            "get_build_config", "compute_output_shape", "compute_output_spec",
+                            "compute_mask", "compile", "get_compile_config",
+                            "compile_from_config"})
+_DESCRIPTORS = frozenset({"property", "staticmethod", "classmethod", "cached_property",
+                          "setter", "getter", "deleter", "abstractmethod"})
+
+
 class _AddDecorators(ast.NodeTransformer):
     def visit_Module(self, node: ast.Module) -> ast.Module:
         for stmt in node.body:
@@ -42,7 +54,7 @@ class _AddDecorators(ast.NodeTransformer):
                 self._decorate(stmt)
             elif isinstance(stmt, ast.ClassDef):
                 for item in stmt.body:
-                    if isinstance(item, ast.FunctionDef):
+                    if isinstance(item, ast.FunctionDef) and _does_work(item):
                         self._decorate(item)
         return node
 
@@ -51,6 +63,20 @@ class _AddDecorators(ast.NodeTransformer):
         marker = ast.Name(id=DECORATOR, ctx=ast.Load())
         ast.copy_location(marker, fn)
         fn.decorator_list.append(marker)  # last in the list: applied first, innermost
+
+
+def _does_work(method: ast.FunctionDef) -> bool:
+    """A method that does the work (`call`, `train_step`, a step), not a constructor,
+    special method, property or one of the set-up methods."""
+    name = method.name
+    if name.startswith("__") and name.endswith("__") or name in _SETUP_METHODS:
+        return False
+    for decorator in method.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        last = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if last in _DESCRIPTORS:
+            return False
+    return True
 
 
 def compile_wrapped(source: str | bytes, path: str) -> types.CodeType:

@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import weakref
 
-from gpe.host import signature
+from gpe.host import oracle, signature
 from gpe.host.loader import load
 from gpe.host.speculation import channel_specs, stable_entry_values
 from gpe.host.variant import Variant, callee_variant
@@ -20,6 +20,8 @@ from gpe.tfprog.channels import Unsendable
 from gpe.tfprog.part import PartError
 
 log = logging.getLogger("gpe")
+
+MAX_UNBUILT_TRIES = 3  # calls run eagerly waiting for a user's Keras layer to be built
 
 
 class NotBuilt(Exception):
@@ -36,6 +38,7 @@ class Builder:
         self.owner = weakref.proxy(owner)  # the SlicedFunction (it holds this builder)
         self.plans: dict[tuple, list] = {}  # see plan: [(plan, types of its captures)]
         self.last_plan: SlicePlan | None = None
+        self.unbuilt_tries = 0
 
     def plan(self, values: dict) -> SlicePlan:
         """The plan for these arguments: sliced once, and shared by calls whose arguments
@@ -50,12 +53,25 @@ class Builder:
                 self.last_plan = plan
                 return plan
         facts = dataclasses.replace(signature.facts_for(described, values), **assumed.facts())
-        plan = slice_function(self.owner.fn, facts)
+        with oracle.unbuilt as unbuilt:
+            try:
+                plan = slice_function(self.owner.fn, facts)
+            except Refusal:
+                self._unbuilt(unbuilt)
+                raise
+        self._unbuilt(unbuilt)
         candidates.append((plan, self._capture_types(plan, values)))
         self.last_plan = plan
         log.debug("sliced %s\n--- host ---\n%s\n--- TF ---\n%s", self.owner.__qualname__,
                   plan.host_source, plan.tf_source)
         return plan
+
+    def _unbuilt(self, layers: list) -> None:
+        """A user's Keras layer not built yet (its first call builds it) was judged: slice
+        again at the next call rather than keep a plan that runs it on the host."""
+        if layers and self.unbuilt_tries < MAX_UNBUILT_TRIES:
+            self.unbuilt_tries += 1
+            raise NotBuilt(f"{type(layers[0]).__name__} is not built yet", retry=True)
 
     def _capture_types(self, plan: SlicePlan, values) -> tuple:
         lookup = self.owner.keys.lookup

@@ -8,11 +8,15 @@ built runs eagerly, counted with its reason and warned about once (stats.py).
 """
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
 import weakref
 from typing import Any, Callable
+
+from tensorflow.python.eager.context import executing_eagerly
+from tensorflow.python.eager.record import could_possibly_record
 
 from gpe.host.builder import Builder, NotBuilt
 from gpe.host.call import EntryGuardFailed
@@ -51,12 +55,16 @@ class SlicedFunction:
         self.stats_ = Stats()
         self._lock = threading.RLock()
         self.__wrapped__ = fn
+        self.__signature__ = self.keys.signature
         for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
             setattr(self, attr, getattr(fn, attr, None))
 
     def __call__(self, *args, **kwargs):
         self.stats_.calls += 1
-        if self.plain:
+        if self.plain or not executing_eagerly():  # inside a graph being traced: plain TF
+            return self._eager(args, kwargs)
+        if could_possibly_record():  # a tape watches: it must see this call's ops
+            self._note("called while a GradientTape is recording", warn=False)
             return self._eager(args, kwargs)
         start = time.perf_counter()  # a sliced call's cost includes finding its variant
         try:
@@ -147,6 +155,9 @@ class SlicedFunction:
         self.assumed.note_ints(values)
         try:
             plan = self.builder.plan(values)
+        except NotBuilt as not_yet:  # sliced again at the next call
+            log.info("%s: %s; runs eagerly", self.__qualname__, not_yet)
+            return self._eager(args, kwargs)
         except Refusal as refusal:
             self._refuse(key, str(refusal))
             # no signature can change these: the function is plain Python from now on
@@ -229,6 +240,11 @@ class _BoundSliced:
 
     def __init__(self, sliced: SlicedFunction, obj):
         self._sliced, self._obj = sliced, obj
+
+    @property
+    def __signature__(self) -> inspect.Signature:  # as a bound method's (Keras reads it)
+        params = list(self._sliced.keys.signature.parameters.values())
+        return self._sliced.keys.signature.replace(parameters=params[1:])
 
     def __call__(self, *args, **kwargs):
         return self._sliced(self._obj, *args, **kwargs)

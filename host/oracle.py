@@ -9,6 +9,7 @@ class whose `call` has Python side effects (a print, a counter) stays on the hos
 from __future__ import annotations
 
 import inspect
+import threading
 import types
 from typing import Any
 
@@ -111,12 +112,34 @@ def _keras_all_the_way(obj: Any) -> bool:
     return all(_keras_own(layer) for layer in layers)
 
 
+class Unbuilt(threading.local):
+    """User layers seen unbuilt while classifying (their weights do not exist yet, so their
+    `call` cannot be judged): a plan sliced then is provisional (see host.builder)."""
+
+    def __init__(self):
+        self.seen: list | None = None
+
+    def __enter__(self) -> list:
+        self.seen = []
+        return self.seen
+
+    def __exit__(self, *exc) -> None:
+        self.seen = None
+
+
+unbuilt = Unbuilt()
+
+
 def _all_tf(layer: Any) -> bool:
     """Every layer in `layer`'s tree is Keras's own or a user's class whose `call` is all
     TF work (and which leaves `__call__` to Keras)."""
     for sub in layer._flatten_layers(include_self=True, recursive=True):
         if _keras_own(sub):
             continue
+        if not sub.built:
+            if unbuilt.seen is not None:
+                unbuilt.seen.append(sub)
+            return False
         cls = type(sub)
         if _top(getattr(cls.__call__, "__module__", "") or "") != "keras":
             return False

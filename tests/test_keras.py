@@ -133,6 +133,7 @@ def test_user_layer_reading_a_python_number_stays_on_the_host():
                 return x * self.rate
 
         layer = Damp()
+        layer(X)
 
         def forward(x):
             return tf.reduce_sum(layer(x))
@@ -143,3 +144,23 @@ def test_user_layer_reading_a_python_number_stays_on_the_host():
         return step, {}
     under = check(make, [(X,)] * 4, host_ops_allowed=frozenset({"Mul", "Sum"}))
     assert under.host_ops.get("Mul") == 3  # the layer ran eagerly on each sliced call
+
+
+def test_a_model_built_by_the_first_step_is_judged_once_built():
+    """The model's weights are made by its first call, inside the first step: gpe slices
+    the step again once the model is built (it used to keep a plan that ran the model on
+    the host, and falls back for good)."""
+    def make(log):
+        keras.utils.set_random_seed(4)
+        model = Classifier()  # not called yet
+        opt = keras.optimizers.SGD(0.1)
+
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x, training=True)[:, :1] - y))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        return train_step, {}
+    under = check(make, [(X, Y)] * 6, graph_calls=4)
+    assert under.target.stats()["eager_calls"] == 2  # the unbuilt call, then the profile call
