@@ -153,6 +153,9 @@ class _Partition(Follow):
             place = anno.get(stmt, Key.PLACE)
             crossing: list[str] = []
             if isinstance(stmt, gast.With) and place == Place.TF:
+                gate = anno.get(stmt, Key.GATE)
+                if gate is not None:  # the block needs host values computed before it
+                    target = self._gate(stmt, gate, target, carried, crossing)
                 header = copy.copy(stmt)
                 self._report(stmt, crossing)
                 self._twin(stmt)

@@ -261,3 +261,26 @@ def test_add_n_and_gradient_sums_keep_eager_order():
         sliced = gpe.function(mixed, profile_calls=1, adaptive=False)
         for _ in range(4):
             assert np.array_equal(sliced(x).numpy(), expected)
+
+
+def test_host_value_made_before_a_tape_block_crosses_into_it():
+    """A tensor made by host code (an object's method) just before `with tf.GradientTape()`
+    and used inside it: the block waits for it (the gate on the `with` was dropped, so the
+    TF part failed to trace with a NameError and every call ran eagerly)."""
+    def make(log):
+        w = tf.Variable(tf.ones([3]))
+
+        class Noise:
+            def draw(self):
+                log.append("draw")
+                return tf.ones([3]) * 2.0
+        noise = Noise()
+
+        def step(x):
+            z = noise.draw()
+            with tf.GradientTape() as tape:
+                y = tf.reduce_sum(x[0] * z * w)
+            w.assign_sub(0.1 * tape.gradient(y, w))
+            return y
+        return step, {"w": w}
+    check(make, CALLS, host_ops_allowed=frozenset({"Mul"}))
