@@ -1,0 +1,106 @@
+"""The slicer's house: one pipeline with stop points, an acyclic import graph among its
+modules."""
+import ast
+import pathlib
+import types
+
+import gast
+
+import gpe.slicer
+from gpe.slicer import ArgFact, Facts, Kind, anno
+from gpe.slicer.anno import Key
+from gpe.slicer.parser import parse
+from gpe.slicer.pipeline import Pass, analyse
+
+SLICER = pathlib.Path(gpe.slicer.__file__).parent
+PACKAGE = "gpe.slicer"
+
+tf = types.SimpleNamespace(matmul=lambda *a: None)
+
+
+def classify(obj):
+    if obj is tf:
+        return Kind.TF_MODULE
+    if obj is tf.matmul:
+        return Kind.TF_OP
+    return Kind.HOST
+
+
+FACTS = Facts(args={"x": ArgFact(Kind.TENSOR)}, classify=classify)
+
+
+def imported_modules(source: str, modules: set[str]) -> set[str]:
+    """The slicer modules `source` imports, at module level or inside a function
+    (`from gpe.slicer import Refusal` imports the package: "__init__")."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[2] for a in node.names
+                      if a.name.startswith(PACKAGE + ".")}
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level == 0 and module.startswith(PACKAGE + "."):
+                module = module[len(PACKAGE) + 1:]
+            elif node.level == 0 and module == PACKAGE or node.level == 1 and not module:
+                module = ""
+            elif node.level == 0:
+                continue  # outside the slicer
+            if module:  # from gpe.slicer.kinds import ..., from .kinds import ...
+                found.add(module.split(".")[0])
+            else:  # from gpe.slicer import anno, Refusal
+                found |= {a.name if a.name in modules else "__init__" for a in node.names}
+    return found
+
+
+def test_the_import_finder_sees_function_local_imports():
+    source = ("import os\nfrom gpe.slicer.anno import Key\ndef f():\n"
+              "    from gpe.slicer import callees, Refusal\n    import gpe.slicer.kinds\n"
+              "    from . import plan\n    from .facts import Kind\n")
+    assert imported_modules(source, {"anno", "callees", "kinds", "plan", "facts"}) == {
+        "anno", "callees", "kinds", "plan", "facts", "__init__"}
+
+
+def test_slicer_modules_import_each_other_without_a_cycle():
+    modules = {p.stem for p in SLICER.glob("*.py")}
+    graph = {m: imported_modules((SLICER / f"{m}.py").read_text(), modules) - {m}
+             for m in modules}
+    assert graph["pipeline"] >= {"kinds", "callees", "partition"}  # the finder works
+    done, on_path = set(), []
+
+    def visit(module):
+        if module in on_path:
+            cycle = on_path[on_path.index(module):] + [module]
+            raise AssertionError("slicer import cycle: " + " -> ".join(cycle))
+        if module in done:
+            return
+        on_path.append(module)
+        for dep in sorted(graph[module]):
+            visit(dep)
+        on_path.pop()
+        done.add(module)
+
+    for module in sorted(modules):
+        visit(module)
+
+
+def body_callee(x):
+    return tf.matmul(x, x)
+
+
+def caller(x):
+    y = body_callee(x)
+    return y
+
+
+def test_analyse_stops_after_the_named_pass():
+    parsed = parse(caller)
+    analyse(parsed, FACTS, until=Pass.KINDS)
+    assign = parsed.node.body[0]
+    assert anno.get(assign.value, Key.KIND) == Kind.TENSOR and anno.get(assign.value, Key.CALLEE)
+    assert not anno.has(assign, Key.READS) and not anno.has(assign, Key.PLACE)
+    parsed = parse(caller)
+    analyse(parsed, FACTS, until=Pass.PLACEMENT)
+    assert anno.has(parsed.node.body[0], Key.PLACE)
+    assert not anno.has(parsed.node, Key.ENTRY)  # crossings did not run
+    analyse(parsed, FACTS)
+    assert anno.has(parsed.node, Key.ENTRY)
