@@ -7,12 +7,14 @@ placement: this module reads `Key.PLACE` and `Key.EFFECT`), and returns `Kind.TF
 None. The kinds pass calls it through the hook the pipeline gives it. Such a call
 stays in the caller's TF part, where it becomes a call of the callee's own FunctionDef
 (no inlining). Anything else (host statements, recursion, *args) leaves the call on the
-host. Results are cached per function and argument kinds.
+host. Results are cached per function (weakly: a function no longer used elsewhere is
+collected with its closure) and argument kinds.
 """
 from __future__ import annotations
 
 import inspect
 import types
+import weakref
 from typing import Any, Callable
 
 import gast
@@ -25,7 +27,9 @@ from gpe.slicer.parser import Parsed, parse
 from gpe.slicer.placement import Place
 
 _ARG_KINDS = TF_KINDS | {Kind.PY_SCALAR}
-_cache: dict[tuple, Kind | None] = {}
+# function -> {argument kinds: its kind as a call}; weak, so functions can be collected
+_cache: "weakref.WeakKeyDictionary[types.FunctionType, dict[tuple, Kind | None]]" = \
+    weakref.WeakKeyDictionary()
 _active: set[Any] = set()  # functions being analysed (recursion stays on the host)
 
 Analyse = Callable[[Parsed, Facts], None]
@@ -36,14 +40,15 @@ def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse
                  ) -> Kind | None:
     if not isinstance(fn, types.FunctionType) or fn in _active:
         return None
-    key = (fn, tuple(arg_kinds))
-    if key not in _cache:
+    results = _cache.setdefault(fn, {})
+    key = tuple(arg_kinds)
+    if key not in results:
         _active.add(fn)
         try:
-            _cache[key] = _analyse(fn, arg_kinds, facts, analyse)
+            results[key] = _analyse(fn, arg_kinds, facts, analyse)
         finally:
             _active.discard(fn)
-    return _cache[key]
+    return results[key]
 
 
 def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], facts: Facts, analyse: Analyse

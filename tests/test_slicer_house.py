@@ -1,13 +1,15 @@
 """The slicer's house: one pipeline with stop points, an acyclic import graph among its
-modules."""
+modules, a callee cache that lets functions go."""
 import ast
+import gc
 import pathlib
 import types
+import weakref
 
 import gast
 
 import gpe.slicer
-from gpe.slicer import ArgFact, Facts, Kind, anno
+from gpe.slicer import ArgFact, Facts, Kind, anno, callees
 from gpe.slicer.anno import Key
 from gpe.slicer.parser import parse
 from gpe.slicer.pipeline import Pass, analyse
@@ -104,3 +106,26 @@ def test_analyse_stops_after_the_named_pass():
     assert not anno.has(parsed.node, Key.ENTRY)  # crossings did not run
     analyse(parsed, FACTS)
     assert anno.has(parsed.node, Key.ENTRY)
+
+
+def test_callee_cache_lets_a_function_go_and_keeps_a_live_one():
+    def make():
+        def local_callee(x):
+            return tf.matmul(x, x)
+
+        def local_caller(x):
+            y = local_callee(x)
+            return y
+        return local_callee, local_caller
+
+    local_callee, local_caller = make()
+    for fn in (local_caller, caller):
+        parsed = parse(fn)
+        analyse(parsed, FACTS, until=Pass.KINDS)
+        assert anno.get(parsed.node.body[0].value, Key.CALLEE)
+    assert local_callee in callees._cache and body_callee in callees._cache
+    gone = weakref.ref(local_callee)
+    del local_callee, local_caller, parsed, fn
+    gc.collect()
+    assert gone() is None
+    assert callees._cache[body_callee] == {(Kind.TENSOR,): Kind.TF_OP}
