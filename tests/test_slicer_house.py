@@ -1,5 +1,5 @@
 """The slicer's house: one pipeline with stop points, an acyclic import graph among its
-modules, a callee cache that lets functions go."""
+modules, a callee cache that lets functions go, independent copies from templates."""
 import ast
 import gc
 import pathlib
@@ -9,7 +9,7 @@ import weakref
 import gast
 
 import gpe.slicer
-from gpe.slicer import ArgFact, Facts, Kind, anno, callees
+from gpe.slicer import ArgFact, Facts, Kind, anno, callees, templates
 from gpe.slicer.anno import Key
 from gpe.slicer.parser import parse
 from gpe.slicer.pipeline import Pass, analyse
@@ -129,3 +129,22 @@ def test_callee_cache_lets_a_function_go_and_keeps_a_live_one():
     gc.collect()
     assert gone() is None
     assert callees._cache[body_callee] == {(Kind.TENSOR,): Kind.TF_OP}
+
+
+def test_template_copies_have_their_own_annotations():
+    base = templates.name("w")
+    anno.set(base, Key.KIND, Kind.VARIABLE)
+    sub = gast.Attribute(value=base, attr="value", ctx=gast.Load())
+    anno.set(sub, Key.PATH, "w.value")
+    (stmt,) = templates.replace("y = (x, x)", x=sub)
+    first, second = stmt.value.elts
+    copies = [first, second, first.value, second.value]
+    assert len({id(n) for n in copies + [sub, base]}) == 6  # no node is shared
+    assert anno.get(first, Key.PATH) == anno.get(second, Key.PATH) == "w.value"
+    assert anno.get(second.value, Key.KIND) == Kind.VARIABLE
+    anno.set(first, Key.PATH, "changed")
+    anno.set(first.value, Key.KIND, Kind.TENSOR)
+    anno.set(first, Key.CONSTANT, True)
+    assert anno.get(second, Key.PATH) == anno.get(sub, Key.PATH) == "w.value"
+    assert anno.get(second.value, Key.KIND) == anno.get(base, Key.KIND) == Kind.VARIABLE
+    assert not anno.has(second, Key.CONSTANT) and not anno.has(sub, Key.CONSTANT)
