@@ -3,10 +3,11 @@
 `replace(template, **subs)` parses `template` and substitutes each placeholder name:
 a str renames it, an expression node takes its place (a copy of it: see `_copy`), and a
 list of statements given for a placeholder that stands alone as a statement is spliced in
-there (the statements themselves, not copies).
+there (the statements themselves, not copies). `source_of(node)` is the source of a tree.
 """
 from __future__ import annotations
 
+import ast
 import copy
 import textwrap
 from typing import Any
@@ -22,6 +23,10 @@ def replace(template: str, **subs: Any) -> list[gast.stmt]:
 def expr(template: str, **subs: Any) -> gast.expr:
     (stmt,) = replace(template, **subs)
     return stmt.value
+
+
+def source_of(node: gast.AST) -> str:
+    return ast.unparse(gast.gast_to_ast(node))
 
 
 def name(identifier: str, store: bool = False) -> gast.Name:
