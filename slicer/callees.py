@@ -1,46 +1,58 @@
 """Callees: a user function called on TF values whose body is all TF work.
 
-`kind_of_call(fn, arg_kinds, facts)` slices `fn` for arguments of those kinds (the same
-passes as the pipeline, up to placement) and returns `Kind.TF_OP` (or `TF_EFFECT_OP` when
-it writes TF state) if every statement of it runs in the TF part, else None. Such a call
+`kind_of_call(fn, arg_kinds, facts, analyse)` parses `fn` and runs `analyse(parsed,
+facts)` on it for arguments of those kinds (the pipeline gives its own passes up to
+placement: this module reads `Key.PLACE` and `Key.EFFECT`), and returns `Kind.TF_OP` (or
+`TF_EFFECT_OP` when it writes TF state) if every statement of it runs in the TF part, else
+None. The kinds pass calls it through the hook the pipeline gives it. Such a call
 stays in the caller's TF part, where it becomes a call of the callee's own FunctionDef
 (no inlining). Anything else (host statements, recursion, *args) leaves the call on the
-host. Results are cached per function and argument kinds.
+host. Results are cached per function (weakly: a function no longer used elsewhere is
+collected with its closure) and argument kinds.
 """
 from __future__ import annotations
 
 import inspect
 import types
-from typing import Any
+import weakref
+from typing import Any, Callable
 
 import gast
 
-from gpe.slicer import activity, anno, hoist, kinds
+from gpe.slicer import anno
 from gpe.slicer.anno import Key
 from gpe.slicer.errors import Refusal
 from gpe.slicer.facts import TF_KINDS, ArgFact, Facts, Kind
-from gpe.slicer.parser import parse
-from gpe.slicer.placement import Place, resolve as place
+from gpe.slicer.parser import Parsed, parse
+from gpe.slicer.placement import Place
 
 _ARG_KINDS = TF_KINDS | {Kind.PY_SCALAR}
-_cache: dict[tuple, Kind | None] = {}
+# function -> {argument kinds: its kind as a call}; weak, so functions can be collected
+_cache: "weakref.WeakKeyDictionary[types.FunctionType, dict[tuple, Kind | None]]" = \
+    weakref.WeakKeyDictionary()
 _active: set[Any] = set()  # functions being analysed (recursion stays on the host)
 
+Analyse = Callable[[Parsed, Facts], None]
+"""The pipeline's passes up to placement, run on a parsed callee."""
 
-def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts) -> Kind | None:
+
+def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse
+                 ) -> Kind | None:
     if not isinstance(fn, types.FunctionType) or fn in _active:
         return None
-    key = (fn, tuple(arg_kinds))
-    if key not in _cache:
+    results = _cache.setdefault(fn, {})
+    key = tuple(arg_kinds)
+    if key not in results:
         _active.add(fn)
         try:
-            _cache[key] = _analyse(fn, arg_kinds, facts)
+            results[key] = _analyse(fn, arg_kinds, facts, analyse)
         finally:
             _active.discard(fn)
-    return _cache[key]
+    return results[key]
 
 
-def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], facts: Facts) -> Kind | None:
+def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], facts: Facts, analyse: Analyse
+             ) -> Kind | None:
     if not all(k in _ARG_KINDS for k in arg_kinds):
         return None
     params = list(inspect.signature(fn).parameters.values())
@@ -57,12 +69,7 @@ def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], facts: Facts) -> Kin
             return None
     try:
         parsed = parse(fn)
-        callee_facts = Facts(args=args, classify=facts.classify)
-        kinds.resolve(parsed, callee_facts)
-        hoist.transform(parsed)
-        kinds.resolve(parsed, callee_facts)
-        activity.resolve(parsed.node)
-        place(parsed, callee_facts)
+        analyse(parsed, Facts(args=args, classify=facts.classify))
     except (Refusal, SyntaxError, TypeError, ValueError):
         return None
     return pure_body(parsed.node)

@@ -253,16 +253,7 @@ class _Crossings:
                         and isinstance(n.ctx, gast.Load)}
         if isinstance(stmt, gast.If):
             self._to_host(sorted(header_reads), stmt)
-            before, ends = s.copy(), []
-            for branch in (stmt.body, stmt.orelse):
-                self.s = before.copy()
-                self._enter_block()
-                self.block(branch)
-                ends.append(self.s)
-            self.s = _merge(ends)
-            for name in carried:
-                self.s.side[name] = _TF
-                self.s.on_tf.add(name)
+            self._branches(stmt, carried)
         else:
             if isinstance(stmt, gast.For):
                 self._to_host(sorted(header_reads), stmt)
@@ -287,6 +278,20 @@ class _Crossings:
         self._rebind_lost(tf_writes, carried)
         self.s.host_work = True
         self.s.tf_since_check = self.s.tf_since_check or bool(tf_stmts)
+
+    def _branches(self, stmt: gast.If, carried: tuple[str, ...]) -> None:
+        """The branches of a MIRROR `if`, each walked from the state before it; after it,
+        their states merged, with the carried values where the TF part left them."""
+        before, ends = self.s.copy(), []
+        for branch in (stmt.body, stmt.orelse):
+            self.s = before.copy()
+            self._enter_block()
+            self.block(branch)
+            ends.append(self.s)
+        self.s = _merge(ends)
+        for name in carried:
+            self.s.side[name] = _TF
+            self.s.on_tf.add(name)
 
     def _enter_block(self) -> None:
         """A block the TF part enters once the host has decided to (host work came first)."""

@@ -3,13 +3,15 @@
 `resolve(parsed, facts)` walks the function's statements in program order and sets
 `Key.KIND` on every expression node it can see, starting from the argument facts and
 the objects the function's free names refer to. Needs nothing to have run first; run
-it again after a pass that adds statements.
+it again after a pass that adds statements. A call of a user function on TF values asks
+`callee(fn, arg_kinds, facts)` (the pipeline's callee analysis, slicer/callees.py) whether
+the call is TF work; without a `callee`, such a call stays on the host.
 """
 from __future__ import annotations
 
 import builtins
 import inspect
-from typing import Any
+from typing import Any, Callable, Optional
 
 import gast
 
@@ -25,9 +27,14 @@ _DATA_TYPES = (list, dict, tuple, set, str, bytes, type(None))
 _PLAIN = frozenset({Kind.PY_SCALAR, Kind.HOST_DATA})
 
 
-def resolve(parsed: Parsed, facts: Facts) -> None:
+CalleeKind = Callable[[Any, "list[Kind]", Facts], Optional[Kind]]
+"""`callee(fn, arg_kinds, facts)`: TF_OP or TF_EFFECT_OP for a call of `fn` on arguments of
+those kinds that is all TF work, else None."""
+
+
+def resolve(parsed: Parsed, facts: Facts, callee: CalleeKind | None = None) -> None:
     env = {name: fact.kind for name, fact in facts.args.items()}
-    _Inferer(parsed, facts, env).block(parsed.node.body)
+    _Inferer(parsed, facts, env, callee).block(parsed.node.body)
 
 
 def static_value(node: gast.AST, parsed: Parsed) -> Any:
@@ -43,8 +50,9 @@ def static_value(node: gast.AST, parsed: Parsed) -> Any:
 
 
 class _Inferer:
-    def __init__(self, parsed: Parsed, facts: Facts, env: dict[str, Kind]):
-        self.parsed, self.facts, self.env = parsed, facts, env
+    def __init__(self, parsed: Parsed, facts: Facts, env: dict[str, Kind],
+                 callee: CalleeKind | None):
+        self.parsed, self.facts, self.env, self.callee = parsed, facts, env, callee
         self.local_names = _bound_names(parsed.node)
         self.rebound = _stored_names(parsed.node)  # arguments the function reassigns
         self.mutated = self._mutated_roots()  # objects whose attributes may change here
@@ -294,13 +302,11 @@ class _Inferer:
                 and getattr(value, "__module__", None) == self.parsed.fn.__module__)
 
     def _callee(self, node: gast.Call) -> Kind | None:
-        """A user function called on TF values whose body is all TF work (slicer.callees)."""
+        """A user function called on TF values whose body is all TF work (see resolve)."""
         arg_kinds = [anno.get(a, Key.KIND) for a in node.args]
-        if not any(k in TF_KINDS for k in arg_kinds):
+        if self.callee is None or not any(k in TF_KINDS for k in arg_kinds):
             return None
-        from gpe.slicer import callees  # callees runs this module's passes on the callee
-        return callees.kind_of_call(static_value(node.func, self.parsed), arg_kinds,
-                                    self.facts)
+        return self.callee(static_value(node.func, self.parsed), arg_kinds, self.facts)
 
     def _BinOp(self, node: gast.BinOp) -> Kind:
         return self._join([self.expr(node.left), self.expr(node.right)])

@@ -11,12 +11,13 @@ runtime objects and the original function's free variables:
   are the branches of a switch;
 - profile: every statement in program order plus `_gpe_obs(channel, values)` where values
   would cross host->TF, for the eager profiling call.
-The loops, branches and nested calls the TF part follows are written by slicer/follow.py
-(mixed into the writer here). Needs crossings.resolve first.
+The bookkeeping of what is written (channels, sites, the host block being written, line
+reports, profile observations) and the emitters shared with follow are in slicer/writer.py;
+the loops, branches and nested calls the TF part follows are written by slicer/follow.py,
+which calls back `block` for their bodies. Needs crossings.resolve first.
 """
 from __future__ import annotations
 
-import ast
 import copy
 
 import gast
@@ -26,8 +27,10 @@ from gpe.slicer.anno import Key
 from gpe.slicer.facts import Facts, Kind
 from gpe.slicer.parser import Parsed
 from gpe.slicer.placement import Place
-from gpe.slicer.follow import Block, Follow
-from gpe.slicer.plan import Channel, ChannelKind, LineReport, SlicePlan
+from gpe.slicer.follow import Follow
+from gpe.slicer.plan import ChannelKind, LineReport, SlicePlan
+from gpe.slicer.templates import source_of
+from gpe.slicer.writer import Writer
 
 HOST_FACTORY = """
 def _gpe_factory(__params__):
@@ -61,68 +64,43 @@ def transform(parsed: Parsed, facts: Facts) -> SlicePlan:
     return _Partition(parsed, facts).run()
 
 
-def source_of(node: gast.AST) -> str:
-    return ast.unparse(gast.gast_to_ast(node))
-
-
-class _Partition(Follow):
+class _Partition:
     def __init__(self, parsed: Parsed, facts: Facts):
         self.parsed, self.facts = parsed, facts
-        self.channels: list[Channel] = []
-        self.sites: list[int] = []   # the channel of each place the host program uses one
-        self.where: list[tuple[Block, int]] = []  # each site's block and index in it
-        self.top = self.current = Block("top")
-        self.host: list[gast.stmt] = []  # the host block being written
-        self.lines: list[LineReport] = []
-        self.profile_entry: list[gast.stmt] = []
-        self.profile_before: dict[int, list[gast.stmt]] = {}
-        self.profile_each: dict[int, list[gast.stmt]] = {}  # at the start of each iteration
-        self.profile_replace: dict[int, gast.stmt] = {}  # nested calls, observed
-        self.nested: list[int] = []  # per nested call site: its BRANCH channel
-        self.rescues: dict[int, int] = {}  # gate or loop channel -> its RESCUE channel
         # the host program holds each TF statement too, run only once a value no longer
         # fits a gate's channel (the host then finishes the call eagerly: see call.py);
         # not possible when a TF `with` block holds host work (it would run twice)
-        self.rescuable = not any(
+        rescuable = not any(
             isinstance(w, gast.With) and anno.get(w, Key.PLACE) == Place.TF and any(
                 anno.get(s, Key.PLACE) != Place.TF for s in w.body)
             for w in gast.walk(parsed.node))
+        self.writer = Writer(rescuable)
+        self.follow = Follow(self.writer, self.block)
         self.in_tf_with = 0
 
-    def channel(self, kind: ChannelKind, names: tuple[str, ...], lineno: int) -> int:
-        index = len(self.channels)
-        self.channels.append(Channel(index, kind, names, lineno))
-        return index
-
-    def site(self, channel: int) -> int:
-        """A new place where the host program uses `channel` (in the current block)."""
-        self.where.append((self.current, len(self.current.entries)))
-        self.current.entries.append(len(self.sites))
-        self.sites.append(channel)
-        return len(self.sites) - 1
-
     def run(self) -> SlicePlan:
-        fn = self.parsed.node
-        entry = anno.get(fn, Key.ENTRY, ())
+        fn, w = self.parsed.node, self.writer
         bound = tuple(n for n, f in self.facts.args.items() if f.constant)
         tf_body: list[gast.stmt] = [
             templates.replace("n = _gpe_k[key]", n=templates.name(n, store=True),
                               key=gast.Constant(value=n, kind=None))[0] for n in bound]
+        entry = anno.get(fn, Key.ENTRY, ())
         entry_tuple = templates.names(entry)
+        profile: list[gast.stmt] = []
         if entry:
-            k = self.channel(ChannelKind.ENTRY, entry, fn.lineno)
-            self.site(k)
+            k = w.channel(ChannelKind.ENTRY, entry, fn.lineno)
+            w.site(k)
             tf_body += templates.replace(f"__t__ = _gpe_rt.entry(_gpe_q, {k})",
                                          __t__=templates.names(entry, store=True))
-            self.profile_entry = templates.replace(f"_gpe_obs({k}, __v__)", __v__=entry_tuple)
-            self.lines.append(LineReport(fn.lineno, "host", "call starts", "(arguments)",
-                                         (f"in: {', '.join(entry)} (host->TF when the call "
-                                          "starts)",)))
+            profile = templates.replace(f"_gpe_obs({k}, __v__)", __v__=entry_tuple)
+            w.lines.append(LineReport(fn.lineno, "host", "call starts", "(arguments)",
+                                      (f"in: {', '.join(entry)} (host->TF when the call "
+                                       "starts)",)))
         tf_body += self.block(fn.body, ())
         _declare_nonlocals(tf_body, frozenset(_bound(tf_body)))
-        profile = self.profile_entry + self._observed(fn.body)
-        declarations = [s for s in self.host if isinstance(s, (gast.Global, gast.Nonlocal))]
-        body = [s for s in self.host if not isinstance(s, (gast.Global, gast.Nonlocal))]
+        profile += self._observed(fn.body)
+        declarations = [s for s in w.host if isinstance(s, (gast.Global, gast.Nonlocal))]
+        body = [s for s in w.host if not isinstance(s, (gast.Global, gast.Nonlocal))]
         host_source, host_tree = self._factory(HOST_FACTORY, ["_gpe_rt"], body,
                                                with_args=True, __entry__=entry_tuple,
                                                __declarations__=declarations)
@@ -134,10 +112,10 @@ class _Partition(Follow):
             filename=self.parsed.filename, lineno=fn.lineno,
             host_source=host_source, tf_source=tf_source, profile_source=profile_source,
             host_tree=host_tree, profile_tree=profile_tree, captures=self._captures(tf_body),
-            channels=tuple(self.channels), sites=tuple(self.sites), routes=self._routes(),
-            bound=bound, rescuable=self.rescuable, nested=tuple(self.nested),
-            rescues=tuple(self.rescues.items()),
-            lines=tuple(self.lines), assumptions=(self.facts.assumed,) if self.facts.assumed
+            channels=tuple(w.channels), sites=tuple(w.sites), routes=w.routes(),
+            bound=bound, rescuable=w.rescuable, nested=tuple(w.nested),
+            rescues=tuple(w.rescues.items()),
+            lines=tuple(w.lines), assumptions=(self.facts.assumed,) if self.facts.assumed
             else ())
 
     # walking the body ---------------------------------------------------------------
@@ -157,7 +135,7 @@ class _Partition(Follow):
                 if gate is not None:  # the block needs host values computed before it
                     target = self._gate(stmt, gate, target, carried, crossing)
                 header = copy.copy(stmt)
-                self._report(stmt, crossing)
+                self.writer.report(stmt, crossing)
                 self._twin(stmt)
                 self.in_tf_with += 1
                 header.body = self.block(stmt.body, None) or [gast.Pass()]
@@ -165,114 +143,52 @@ class _Partition(Follow):
                 target.append(_in_line_scope(header))
                 continue
             if anno.get(stmt, Key.MIRROR):
-                target = self._mirror(stmt, target, carried, crossing)
+                target = self.follow.mirror(stmt, target, carried, crossing)
             elif anno.get(stmt, Key.NESTED):
-                target = self._nested(stmt, target, carried, crossing)
+                target = self.follow.nested(stmt, target, carried, crossing)
             elif place == Place.TF:
                 target = self._tf_statement(stmt, target, carried, crossing)
             elif place == Place.HOST:
-                self._host_order(stmt, target)
-                self.host.append(stmt)
+                self.writer.host_order(stmt, target)
+                self.writer.host.append(stmt)
             else:
                 target.append(stmt)
-                self.host.append(stmt)
+                self.writer.host.append(stmt)
             if not anno.get(stmt, Key.MIRROR):
-                self._report(stmt, crossing)
+                self.writer.report(stmt, crossing)
         if carried is not None:
             target += templates.replace("return _gpe_rt.end(__c__)", __c__=templates.names(carried))
         return out
 
-    def _gate(self, stmt, names, target, carried, crossing):
-        """The TF part waits here for the host (and receives `names`); the rest of the
-        block is nested in a function it runs only if the host says go on."""
-        k = self.channel(ChannelKind.GATE, names, stmt.lineno)
-        site = self.site(k)
-        self.host += templates.replace(f"_gpe_c.gate({site}, __v__)", __v__=templates.names(names))
-        self.profile_before[id(stmt)] = templates.replace(f"_gpe_obs({k}, __v__)",
-                                                          __v__=templates.names(names))
-        live = anno.get(stmt, Key.RESCUE, ()) if self.rescuable else ()
-        rescue = self._rescue(k, live, stmt.lineno)
-        seg = templates.function(f"_gpe_seg{k}", names)
-        target += [seg] + templates.replace(
-            f"return _gpe_rt.gate(_gpe_q, {k}, _gpe_seg{k}, __c__, {rescue}, __l__)",
-            __c__=templates.names(carried), __l__=templates.names(live))
-        crossing.append("waits for the host to get here" + (
-            f"; in: {', '.join(names)} (host->TF)" if names else ""))
-        return seg.body
-
-    def _rescue(self, k: int, live: tuple[str, ...], lineno: int) -> int | None:
-        """The RESCUE channel of decision channel `k` (None without live values): the host
-        statement just written (the gate or flag send) becomes `if <it>: live = rescued`."""
-        if not live:
-            return None
-        rescue = self.channel(ChannelKind.RESCUE, live, lineno)
-        self.rescues[k] = rescue
-        (check,) = templates.replace(
-            f"if __send__:\n    __live__ = _gpe_c.rescued({rescue})",
-            __send__=self.host.pop().value, __live__=templates.names(live, store=True))
-        self.host.append(check)
-        return rescue
-
     def _tf_statement(self, stmt, target, carried, crossing):
         gate = anno.get(stmt, Key.GATE)
         if gate is not None:
-            target = self._gate(stmt, gate, target, carried, crossing)
+            target = self.writer.gate(stmt, gate, target, carried, crossing)
         target.append(_in_line_scope(_tf_calls(stmt)))
         self._twin(stmt)
-        self._outputs(stmt, target, crossing)
+        self.writer.outputs(stmt, target, crossing)
         return target
 
     def _twin(self, stmt) -> None:
         """The host's copy of a TF statement, run only after a rescue (see rescuable)."""
-        if self.rescuable and not self.in_tf_with:
+        if self.writer.rescuable and not self.in_tf_with:
             (twin,) = templates.replace("if _gpe_c.eager:\n    __s__", __s__=[stmt])
-            self.host.append(twin)
-
-    def _outputs(self, stmt, target, crossing) -> None:
-        for name in anno.get(stmt, Key.OUTPUTS, ()):
-            k = self.channel(ChannelKind.OUTPUT, (name,), stmt.lineno)
-            site = self.site(k)
-            target += templates.replace(f"_gpe_rt.output(_gpe_q, {k}, n)", n=name)
-            recv = templates.replace(f"n = _gpe_c.recv({site})",
-                                     n=templates.name(name, store=True))
-            if self.rescuable:  # after a rescue the host computed it itself
-                recv = templates.replace("if not _gpe_c.eager:\n    __s__", __s__=recv)
-            self.host += recv
-            crossing.append(f"out: {name} (TF->host)")
-
-    def _host_order(self, stmt, target) -> None:
-        if anno.get(stmt, Key.BARRIER):
-            k = self.channel(ChannelKind.BARRIER, (), stmt.lineno)
-            target += templates.replace(f"_gpe_rt.barrier(_gpe_q, {k})")
-            self.host += templates.replace(f"_gpe_c.barrier({self.site(k)})")
-        elif anno.get(stmt, Key.CHECK):
-            k = self.channel(ChannelKind.CHECK, (), stmt.lineno)
-            target += templates.replace(f"_gpe_rt.check(_gpe_q, {k})")
-            self.host += templates.replace(f"_gpe_c.check({self.site(k)})")
+            self.writer.host.append(twin)
 
     def _observed(self, stmts: list[gast.stmt]) -> list[gast.stmt]:
         """`stmts` for the profile program: observations before the statements that have a
         gate, inside the loops and branches the TF part follows too."""
         out = []
         for stmt in stmts:
-            out += self.profile_before.get(id(stmt), [])
-            stmt = self.profile_replace.get(id(stmt), stmt)
+            out += self.writer.profile_before.get(id(stmt), [])
+            stmt = self.writer.profile_replace.get(id(stmt), stmt)
             if anno.get(stmt, Key.MIRROR):
-                each = self.profile_each.get(id(stmt), [])
+                each = self.writer.profile_each.get(id(stmt), [])
                 stmt = copy.copy(stmt)
                 stmt.body = each + self._observed(stmt.body)
                 stmt.orelse = self._observed(stmt.orelse)
             out.append(stmt)
         return out
-
-    def _report(self, stmt, crossing):
-        shown = copy.copy(stmt)
-        if isinstance(stmt, gast.With):
-            shown.body = [gast.Pass()]
-        text = source_of(shown).splitlines()[0]
-        self.lines.append(LineReport(anno.get(stmt, Key.ORIGIN, stmt.lineno),
-                                     anno.get(stmt, Key.PLACE).value,
-                                     anno.get(stmt, Key.REASON, ""), text, tuple(crossing)))
 
     # sources ------------------------------------------------------------------------
     def _captures(self, tf_body) -> tuple[str, ...]:

@@ -1,30 +1,73 @@
-"""The slicing pipeline: every pass, in order. Set GPE_CHECK=1 to check the tree between passes."""
+"""The slicing pipeline: every pass, in order. Set GPE_CHECK=1 to check the tree between passes.
+
+`analyse(parsed, facts, until=...)` runs the analyses and rewrites on a parsed function,
+stopping after the pass named by `until` (callee analysis stops after placement);
+`slice_function(fn, facts)` parses, analyses all and partitions.
+"""
 from __future__ import annotations
 
+import enum
+import functools
 import os
-from typing import Callable
+from typing import Any, Callable
 
 import gast
 
-from gpe.slicer import activity, crossings, hoist, kinds, partition, placement
+from gpe.slicer import activity, callees, crossings, hoist, kinds, partition, placement
 from gpe.slicer.errors import Refusal
-from gpe.slicer.facts import Facts
-from gpe.slicer.parser import parse
+from gpe.slicer.facts import Facts, Kind
+from gpe.slicer.parser import Parsed, parse
 from gpe.slicer.plan import SlicePlan
+
+
+class Pass(enum.Enum):
+    """The analysis passes, in the order `analyse` runs them."""
+
+    KINDS = "kinds.resolve: the kind of every expression"
+    HOIST = "hoist.transform: mixed TF/host statements split"
+    RETYPE = "kinds.resolve again: kinds of the temporaries hoisting added"
+    ACTIVITY = "activity.resolve: names each statement reads and writes"
+    PLACEMENT = "placement.resolve: TF, host or both, with the reason"
+    CROSSINGS = "crossings.resolve: channels, gates, barriers"
 
 
 def slice_function(fn: Callable, facts: Facts) -> SlicePlan:
     """Slice `fn` under `facts`. Raises Refusal when it cannot (it then runs eagerly)."""
     parsed = parse(fn)
     _check_args(parsed)
-    kinds.resolve(parsed, facts)        # kinds of every expression, from facts + namespace
-    hoist.transform(parsed)             # needs kinds: split mixed TF/host statements
-    _checkpoint(parsed, "hoist")
-    kinds.resolve(parsed, facts)        # again: hoisting added temporaries
-    activity.resolve(parsed.node)       # reads/writes per statement
-    placement.resolve(parsed, facts)    # needs kinds + activity: TF, host or both
-    crossings.resolve(parsed, facts)    # needs placement: channels, gates, barriers
+    analyse(parsed, facts)
     return partition.transform(parsed, facts)  # needs crossings: the three programs
+
+
+def analyse(parsed: Parsed, facts: Facts, until: Pass = Pass.CROSSINGS) -> None:
+    """Run the passes in order on `parsed`, the last one `until`."""
+    steps = (
+        # kinds of every expression, from facts + namespace (a call of a user function
+        # on TF values: the callee is analysed by this pipeline, up to placement)
+        (Pass.KINDS, lambda: kinds.resolve(parsed, facts, _callee_kind)),
+        # needs kinds: split mixed TF/host statements
+        (Pass.HOIST, lambda: hoist.transform(parsed)),
+        # again: hoisting added temporaries
+        (Pass.RETYPE, lambda: kinds.resolve(parsed, facts, _callee_kind)),
+        # reads/writes per statement
+        (Pass.ACTIVITY, lambda: activity.resolve(parsed.node)),
+        # needs kinds + activity: TF, host or both
+        (Pass.PLACEMENT, lambda: placement.resolve(parsed, facts)),
+        # needs placement: channels, gates, barriers
+        (Pass.CROSSINGS, lambda: crossings.resolve(parsed, facts)),
+    )
+    for step, run in steps:
+        run()
+        _checkpoint(parsed, step)
+        if step is until:
+            return
+
+
+def _callee_kind(fn: Any, arg_kinds: list[Kind], facts: Facts) -> Kind | None:
+    """The kinds pass's hook for a call of a user function on TF values: the callee is
+    analysed by these passes up to placement (slicer/callees.py)."""
+    return callees.kind_of_call(fn, arg_kinds, facts,
+                                functools.partial(analyse, until=Pass.PLACEMENT))
 
 
 def _check_args(parsed) -> None:
@@ -43,10 +86,10 @@ def _own_scope(fn: gast.FunctionDef):
             stack.extend(gast.iter_child_nodes(node))
 
 
-def _checkpoint(parsed, after: str) -> None:
+def _checkpoint(parsed, after: Pass) -> None:
     if os.environ.get("GPE_CHECK"):
         try:
             compile(gast.gast_to_ast(gast.Module(body=[parsed.node], type_ignores=[])),
                     parsed.filename, "exec")
         except (SyntaxError, TypeError, ValueError) as exc:
-            raise AssertionError(f"slicer produced an invalid tree after {after}: {exc}")
+            raise AssertionError(f"slicer produced an invalid tree after {after.name}: {exc}")

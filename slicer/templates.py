@@ -1,11 +1,13 @@
 """Generate code from templates: real Python with placeholder names.
 
 `replace(template, **subs)` parses `template` and substitutes each placeholder name:
-a str renames it, an expression node takes its place, and a list of statements given
-for a placeholder that stands alone as a statement is spliced in there.
+a str renames it, an expression node takes its place (a copy of it: see `_copy`), and a
+list of statements given for a placeholder that stands alone as a statement is spliced in
+there (the statements themselves, not copies). `source_of(node)` is the source of a tree.
 """
 from __future__ import annotations
 
+import ast
 import copy
 import textwrap
 from typing import Any
@@ -21,6 +23,10 @@ def replace(template: str, **subs: Any) -> list[gast.stmt]:
 def expr(template: str, **subs: Any) -> gast.expr:
     (stmt,) = replace(template, **subs)
     return stmt.value
+
+
+def source_of(node: gast.AST) -> str:
+    return ast.unparse(gast.gast_to_ast(node))
 
 
 def name(identifier: str, store: bool = False) -> gast.Name:
@@ -56,7 +62,7 @@ class _Substitute(gast.NodeTransformer):
             node.id = sub
             return node
         if isinstance(sub, gast.AST):
-            new = copy.copy(sub)
+            new = _copy(sub)
             if hasattr(new, "ctx"):
                 new.ctx = node.ctx
             return new
@@ -69,6 +75,15 @@ class _Substitute(gast.NodeTransformer):
                 node.args.args and node.args.args[0].id == "__args__"):
             node.args = self.subs["__args__"]
         return self.generic_visit(node)
+
+
+def _copy(node: gast.AST) -> gast.AST:
+    """An independent copy of `node` and its subtree, annotations included: every copied
+    node gets its own annotation dict (slicer/anno.py), so an annotation later set on one
+    copy shows neither on another copy nor on the original. Annotation values that are
+    nodes would be copied too; the others (enums, strings, numbers, tuples and frozensets
+    of them) are immutable and deepcopy keeps them as they are."""
+    return copy.deepcopy(node)
 
 
 FUNCTION = """

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from gpe.slicer import ArgFact, ChannelKind, Facts, Kind, Refusal, slice_function
-from gpe.slicer import activity, crossings, hoist, kinds, placement
+from gpe.slicer import crossings, placement
+from gpe.slicer.pipeline import analyse
 from gpe.slicer.anno import Key
 from gpe.slicer.parser import parse
 from gpe.slicer import anno
@@ -50,12 +51,7 @@ FACTS = Facts(args={"x": ArgFact(Kind.TENSOR), "lr": ArgFact(Kind.PY_SCALAR)}, c
 
 def analysed(fn, facts=FACTS):
     parsed = parse(fn)
-    kinds.resolve(parsed, facts)
-    hoist.transform(parsed)
-    kinds.resolve(parsed, facts)
-    activity.resolve(parsed.node)
-    placement.resolve(parsed, facts)
-    crossings.resolve(parsed, facts)
+    analyse(parsed, facts)
     return parsed
 
 
