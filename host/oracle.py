@@ -38,8 +38,10 @@ def classify(obj: Any) -> Kind:
         return Kind.VARIABLE
     if isinstance(obj, tf.Tensor):
         return Kind.TENSOR
-    if isinstance(obj, (tf.DType, tf.TensorShape)):
-        return Kind.TF_OBJECT
+    if isinstance(obj, (tf.DType, tf.TensorShape, tf.random.Generator)):
+        return Kind.TF_OBJECT  # a Generator's state is a variable its methods advance
+    if inspect.ismethod(obj) and isinstance(obj.__self__, tf.random.Generator):
+        return Kind.TF_EFFECT_OP
     if isinstance(obj, (np.ndarray, np.generic)):
         return Kind.HOST_DATA
     if isinstance(obj, (list, tuple)) and obj and all(

@@ -20,13 +20,13 @@ from typing import Any, Callable
 
 import gast
 
-from gpe.slicer import activity, anno, hoist, kinds
+from gpe.slicer import anno
 from gpe.slicer.anno import Key
 from gpe.slicer.callees import pure_body
 from gpe.slicer.errors import Refusal
 from gpe.slicer.facts import ArgFact, Facts, Kind
 from gpe.slicer.parser import parse
-from gpe.slicer.placement import resolve as place
+from gpe.slicer.pipeline import Pass, analyse
 
 
 def kind_of_layer_call(call: Callable, layer: Any, classify: Callable[[Any], Kind]
@@ -44,11 +44,7 @@ def kind_of_layer_call(call: Callable, layer: Any, classify: Callable[[Any], Kin
     facts = Facts(args=args, classify=classify, objects={self_name: layer})
     try:
         parsed = parse(call)
-        kinds.resolve(parsed, facts)
-        hoist.transform(parsed)
-        kinds.resolve(parsed, facts)
-        activity.resolve(parsed.node)
-        place(parsed, facts)
+        analyse(parsed, facts, until=Pass.PLACEMENT)
     except (Refusal, SyntaxError, TypeError, ValueError):
         return None
     if _reads_python_numbers(parsed.node) or pure_body(parsed.node) is None:

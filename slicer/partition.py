@@ -133,7 +133,7 @@ class _Partition:
             if isinstance(stmt, gast.With) and place == Place.TF:
                 gate = anno.get(stmt, Key.GATE)
                 if gate is not None:  # the block needs host values computed before it
-                    target = self._gate(stmt, gate, target, carried, crossing)
+                    target = self.writer.gate(stmt, gate, target, carried, crossing)
                 header = copy.copy(stmt)
                 self.writer.report(stmt, crossing)
                 self._twin(stmt)
