@@ -132,9 +132,24 @@ class Unbuilt(threading.local):
 unbuilt = Unbuilt()
 
 
+_judging = threading.local()  # ids of the layers whose `call` is being analysed
+
+
 def _all_tf(layer: Any) -> bool:
     """Every layer in `layer`'s tree is Keras's own or a user's class whose `call` is all
-    TF work (and which leaves `__call__` to Keras)."""
+    TF work (and which leaves `__call__` to Keras). A layer met again while its own `call`
+    is analysed (`self` inside it) is not TF work there."""
+    judging = _judging.__dict__.setdefault("ids", set())
+    if id(layer) in judging:
+        return False
+    judging.add(id(layer))
+    try:
+        return _all_tf_below(layer)
+    finally:
+        judging.discard(id(layer))
+
+
+def _all_tf_below(layer: Any) -> bool:
     for sub in layer._flatten_layers(include_self=True, recursive=True):
         if _keras_own(sub):
             continue

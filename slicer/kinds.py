@@ -193,11 +193,25 @@ class _Inferer:
         if node.id in self.facts.host_only:
             return Kind.HOST_ONLY
         if node.id in self.env:
-            return self.env[node.id]
+            kind = self.env[node.id]
+            if kind == Kind.HOST and node.id in self.facts.objects and \
+                    node.id not in self.rebound:
+                return self._object_argument(node)
+            return kind
         if node.id in self.local_names:
             return Kind.HOST
         obj = self.parsed.lookup(node.id)
         return Kind.HOST if obj is MISSING else self.classify(obj)
+
+    def _object_argument(self, node: gast.Name) -> Kind:
+        """An object passed as an argument that is itself TF work (a Keras model, a
+        metric, an optimizer): captured by the TF part, the call key guards its identity."""
+        value = self.facts.objects[node.id]
+        kind = self.classify(value)
+        if kind in (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_OBJECT) and _stable(value):
+            anno.set(node, Key.PATH, node.id)
+            return kind
+        return Kind.HOST
 
     def _ListComp(self, node: gast.ListComp) -> Kind:
         """`[f(x[i]) for i in range(n)]` over a range fixed for the call, with TF values for

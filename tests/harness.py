@@ -113,7 +113,7 @@ def run(make: Callable, calls: list[tuple] | None, sliced: bool, **options) -> R
     return Run(results, variables, plain(log), out.getvalue(), target, host_ops)
 
 
-def check(make: Callable, calls: list[tuple], graph_calls: int | None = None,
+def check(make: Callable, calls: list[tuple] | None, graph_calls: int | None = None,
           host_ops_allowed: frozenset = frozenset(), **options) -> Run:
     """Assert gpe matches eager on `calls`; return the gpe run for further checks.
 
@@ -131,7 +131,7 @@ def check(make: Callable, calls: list[tuple], graph_calls: int | None = None,
     assert same(eager.log, under.log), f"side effects: eager {eager.log!r}, gpe {under.log!r}"
     assert eager.stdout == under.stdout, f"printed: eager {eager.stdout!r}, gpe {under.stdout!r}"
     stats = under.target.stats()
-    expected = len(calls) - 1 if graph_calls is None else graph_calls
+    expected = len(eager.results) - 1 if graph_calls is None else graph_calls
     assert stats["graph_calls"] == expected, f"expected {expected} sliced calls: {stats}"
     unexpected = {op: n for op, n in under.host_ops.items() if op not in host_ops_allowed}
     assert not unexpected, f"TF ops ran eagerly on the host under gpe: {unexpected}"

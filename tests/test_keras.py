@@ -5,6 +5,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+import gpe
 from harness import check
 
 RNG = np.random.default_rng(0)
@@ -164,3 +165,50 @@ def test_a_model_built_by_the_first_step_is_judged_once_built():
         return train_step, {}
     under = check(make, [(X, Y)] * 6, graph_calls=4)
     assert under.target.stats()["eager_calls"] == 2  # the unbuilt call, then the profile call
+
+
+class SelfTraining(Classifier):
+    """The step is a method of the model itself: `self(x)`, `self.trainable_variables`."""
+
+    def __init__(self):
+        super().__init__()
+        self.opt = keras.optimizers.SGD(0.05)
+        self.steps_done = 0
+
+    def step(self, x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(self(x, training=True)[:, :1] - y))
+        grads = tape.gradient(loss, self.trainable_variables)
+        self.opt.apply_gradients(zip(grads, self.trainable_variables))
+        self.steps_done += 1
+        return loss
+
+
+def test_a_model_and_optimizer_passed_as_arguments_run_in_the_graph():
+    def make(log):
+        keras.utils.set_random_seed(5)
+        net = keras.Sequential([keras.layers.Dense(4, activation="relu"), keras.layers.Dense(1)])
+        net(X)
+        opt = keras.optimizers.Adam(0.01)
+
+        def train_step(net, optimizer, x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(net(x) - y))
+            grads = tape.gradient(loss, net.trainable_variables)
+            optimizer.apply_gradients(zip(grads, net.trainable_variables))
+            return loss
+        return train_step, weights(net, opt), [(net, opt, X, Y)] * 6
+    check(make, None)
+
+
+def test_a_models_own_step_method_runs_in_the_graph():
+    """`self(x)`, `self.trainable_variables`, `self.opt` in a method of the model."""
+    def make(log):
+        keras.utils.set_random_seed(6)
+        model = SelfTraining()
+        model(X)
+        variables = {f"w{i}": v for i, v in enumerate(model.weights)}
+        return SelfTraining.step, variables, [(model, X, Y)] * 6
+    under = check(make, None)
+    assert under.results  # and the Python counter on the model advanced as eagerly:
+    assert under.target.stats()["fallbacks"] == {}
