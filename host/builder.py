@@ -11,6 +11,8 @@ import dataclasses
 import logging
 import weakref
 
+import tensorflow as tf
+
 from gpe.host import oracle, signature
 from gpe.host.loader import load
 from gpe.host.speculation import channel_specs, stable_entry_values
@@ -104,6 +106,7 @@ class Builder:
         owner, assumed = self.owner, self.owner.assumed
         try:
             specs, layouts = channel_specs(plan, runs, assumed.relaxed)
+            _host_values_only(plan, runs)
             folded = stable_entry_values(plan, runs, layouts, assumed.unfolded,
                                          sibling.folded if sibling is not None else ())
             # as fast as its sibling, measured: no need to time it again
@@ -129,3 +132,21 @@ class Builder:
                          owner.__qualname__, ", ".join(relaxed), exc)
                 raise NotBuilt(str(exc), retry=True) from None
             raise NotBuilt(str(exc), retry=False) from None
+
+
+def _host_values_only(plan: SlicePlan, runs: list) -> None:
+    """A gate inside a TF `with` block takes only Python and NumPy values from host code in
+    the block: a tensor made there would reach the TF part's GradientTape as a constant,
+    where eager's tape sees how it was computed."""
+    for k, inside in plan.with_gates:
+        channel = plan.channel(k)
+        for run in runs:
+            for name, value in zip(channel.names, run.get(k, ())):
+                if name in inside and any(_is_tensor(leaf) for leaf in tf.nest.flatten(value)):
+                    raise NotBuilt(f"{name} (line {channel.lineno}): a tensor made by host "
+                                   "code inside a `with` block cannot cross into it",
+                                   retry=False)
+
+
+def _is_tensor(value) -> bool:
+    return isinstance(value, (tf.Tensor, tf.Variable)) or hasattr(value, "_gpe_pending")

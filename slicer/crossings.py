@@ -108,14 +108,19 @@ class _Crossings:
     def _tf(self, stmt: gast.stmt) -> None:
         s = self.s
         needed = self._sends(anno.get(stmt, Key.READS), stmt)
+        arguments = [n for n in needed if self._unchanged_tensor_argument(n)]
+        if arguments:  # known when the call starts: sent then, with their exact shapes
+            self.entry.extend(n for n in arguments if n not in self.entry)
+            needed = [n for n in needed if n not in arguments]
         if needed and not s.host_work:
             self._send_earlier(needed)
         gate_here = s.host_work and (needed or anno.get(stmt, Key.EFFECT) or s.state_touched)
         if gate_here:
-            if _inside_with(self.parsed.node, stmt):
+            if _inside_nested_with(self.parsed.node, stmt):
                 raise Refusal("unsupported-order",
-                              "a host statement inside a `with` block precedes TF work "
-                              "that must wait for it", "move the host work out of the block",
+                              "a host statement inside nested `with` blocks precedes TF "
+                              "work that must wait for it",
+                              "move the host work out of the inner block",
                               self.parsed.filename, stmt.lineno)
             self._set_gate(stmt, needed)
         s.on_tf.update(needed)
@@ -142,6 +147,11 @@ class _Crossings:
             names |= {n.id for n in gast.walk(loop) if isinstance(n, gast.Name)
                       and isinstance(n.ctx, gast.Load)}
         return names
+
+    def _unchanged_tensor_argument(self, name: str) -> bool:
+        fact = self.facts.args.get(name)
+        return (fact is not None and fact.kind == Kind.TENSOR and fact.python_type == "Tensor"
+                and self.s.defs.get(name) == ())
 
     def _send_earlier(self, names: list[str]) -> None:
         """No host work since the TF part last waited: the values go with that wait (the
@@ -348,7 +358,9 @@ def _trivial(stmt: gast.stmt) -> bool:
         and all(isinstance(t, gast.Name) for t in stmt.targets))
 
 
-def _inside_with(fn: gast.FunctionDef, target: gast.stmt) -> bool:
-    return any(target is s for w in fn.body if isinstance(w, gast.With)
-               for s in flat_statements(w.body))
+def _inside_nested_with(fn: gast.FunctionDef, target: gast.stmt) -> bool:
+    """`target` is inside a TF `with` block that is itself inside one."""
+    return any(target is s for outer in fn.body if isinstance(outer, gast.With)
+               for inner in flat_statements(outer.body) if isinstance(inner, gast.With)
+               for s in flat_statements(inner.body))
 

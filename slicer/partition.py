@@ -77,6 +77,8 @@ class _Partition:
         self.writer = Writer(rescuable)
         self.follow = Follow(self.writer, self.block)
         self.in_tf_with = 0
+        self.gates_in_with: list = []  # (segment, assignment, channel) in the current with
+        self.bound_in_with: list[frozenset] = []  # names bound in each TF with block entered
 
     def run(self) -> SlicePlan:
         fn, w = self.parsed.node, self.writer
@@ -114,7 +116,7 @@ class _Partition:
             host_tree=host_tree, profile_tree=profile_tree, captures=self._captures(tf_body),
             channels=tuple(w.channels), sites=tuple(w.sites), routes=w.routes(),
             bound=bound, rescuable=w.rescuable, nested=tuple(w.nested),
-            rescues=tuple(w.rescues.items()),
+            rescues=tuple(w.rescues.items()), with_gates=tuple(w.with_gates),
             lines=tuple(w.lines), assumptions=(self.facts.assumed,) if self.facts.assumed
             else ())
 
@@ -138,9 +140,17 @@ class _Partition:
                 self.writer.report(stmt, crossing)
                 self._twin(stmt)
                 self.in_tf_with += 1
+                outer, self.gates_in_with = self.gates_in_with, []
+                self.bound_in_with.append(frozenset(_computed(stmt.body)))
                 header.body = self.block(stmt.body, None) or [gast.Pass()]
+                self.bound_in_with.pop()
+                gates, self.gates_in_with = self.gates_in_with, outer
                 self.in_tf_with -= 1
                 target.append(_in_line_scope(header))
+                for seg, assign, k in gates:
+                    self.writer.finish_with_gate(seg, assign)
+                    if carried is not None:
+                        target = self.writer.resume(k, target, carried)
                 continue
             if anno.get(stmt, Key.MIRROR):
                 target = self.follow.mirror(stmt, target, carried, crossing)
@@ -162,7 +172,12 @@ class _Partition:
 
     def _tf_statement(self, stmt, target, carried, crossing):
         gate = anno.get(stmt, Key.GATE)
-        if gate is not None:
+        if gate is not None and self.in_tf_with:
+            seg, assign, k = self.writer.gate_in_with(stmt, gate, target, crossing,
+                                                      self.bound_in_with[-1])
+            self.gates_in_with.append((seg, assign, k))
+            target = seg.body
+        elif gate is not None:
             target = self.writer.gate(stmt, gate, target, carried, crossing)
         target.append(_in_line_scope(_tf_calls(stmt)))
         self._twin(stmt)
@@ -187,6 +202,9 @@ class _Partition:
                 stmt = copy.copy(stmt)
                 stmt.body = each + self._observed(stmt.body)
                 stmt.orelse = self._observed(stmt.orelse)
+            elif isinstance(stmt, gast.With) and anno.get(stmt, Key.PLACE) == Place.TF:
+                stmt = copy.copy(stmt)  # its gates (gate_in_with) are observed inside
+                stmt.body = self._observed(stmt.body)
             out.append(stmt)
         return out
 
@@ -275,6 +293,22 @@ def _walk_scope(node):
     for child in gast.iter_child_nodes(node):
         if not isinstance(child, (gast.FunctionDef, gast.Lambda)):
             yield from _walk_scope(child)
+
+
+def _computed(stmts: list[gast.stmt]) -> set[str]:
+    """Names bound in `stmts` by computations: not by reading a name or an attribute chain
+    (`h = self.state`: a value made elsewhere)."""
+    reads = set()
+    for stmt in stmts:
+        if isinstance(stmt, gast.Assign) and _chain(stmt.value):
+            reads |= _bound([stmt])
+    return _bound(stmts) - reads
+
+
+def _chain(node: gast.expr) -> bool:
+    while isinstance(node, gast.Attribute):
+        node = node.value
+    return isinstance(node, gast.Name)
 
 
 def _bound(stmts: list[gast.stmt]) -> set[str]:

@@ -66,6 +66,10 @@ class SlicePlan:
     rescuable: bool = False  # the host program holds the TF statements too (RESCUE)
     nested: tuple[int, ...] = ()  # per call of a function gpe slices too: its BRANCH channel
     rescues: tuple[tuple[int, int], ...] = ()  # (gate or loop channel, its RESCUE channel)
+    # gates inside a TF `with` block, with the names they get that host code in the block
+    # binds: those must be host values (a tensor made by host code there would escape the
+    # block's GradientTape)
+    with_gates: tuple[tuple[int, tuple[str, ...]], ...] = ()
     # the same programs as gast trees with the user's line numbers (not part of the data)
     host_tree: Any = field(default=None, compare=False, repr=False)
     profile_tree: Any = field(default=None, compare=False, repr=False)

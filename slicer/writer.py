@@ -46,6 +46,8 @@ class Writer:
         self.profile_replace: dict[int, gast.stmt] = {}  # nested calls, observed
         self.nested: list[int] = []  # per nested call site: its BRANCH channel
         self.rescues: dict[int, int] = {}  # gate or loop channel -> its RESCUE channel
+        # gates inside TF `with` blocks (see gate_in_with): (channel, names bound in the block)
+        self.with_gates: list[tuple[int, tuple[str, ...]]] = []
 
     def channel(self, kind: ChannelKind, names: tuple[str, ...], lineno: int) -> int:
         index = len(self.channels)
@@ -75,6 +77,45 @@ class Writer:
             __c__=templates.names(carried), __l__=templates.names(live))
         crossing.append("waits for the host to get here" + (
             f"; in: {', '.join(names)} (host->TF)" if names else ""))
+        return seg.body
+
+    def gate_in_with(self, stmt, names, target, crossing, inside: frozenset):
+        """A gate inside a TF `with` block (a GradientTape): the rest of the block is nested
+        in a function whose results (the names it binds, set by `finish_with_gate`) come out
+        of a `tf.cond` inside the block, so the tape records them; the statements after the
+        block run under the same decision (`resume`). Returns (the segment, its
+        assignment, the channel)."""
+        k = self.channel(ChannelKind.GATE, names, stmt.lineno)
+        self.with_gates.append((k, tuple(n for n in names if n in inside)))
+        site = self.site(k)
+        self.host += templates.replace(f"_gpe_c.gate({site}, __v__)", __v__=templates.names(names))
+        self.profile_before[id(stmt)] = templates.replace(f"_gpe_obs({k}, __v__)",
+                                                          __v__=templates.names(names))
+        seg = templates.function(f"_gpe_seg{k}", names)
+        (assign,) = templates.replace(f"_gpe_out = _gpe_rt.gate_in_with(_gpe_q, {k}, _gpe_seg{k})")
+        target += [seg, assign]
+        crossing.append("waits for the host to get here" + (
+            f"; in: {', '.join(names)} (host->TF)" if names else ""))
+        return seg, assign, k
+
+    @staticmethod
+    def finish_with_gate(seg: gast.FunctionDef, assign: gast.Assign) -> None:
+        """The segment returns the names its own statements bind; the block gets them."""
+        bound = []
+        for node in _own_statements(seg.body):
+            for target in gast.walk(node):
+                if isinstance(target, gast.Name) and isinstance(target.ctx, gast.Store) \
+                        and not target.id.startswith("_gpe_") and target.id not in bound:
+                    bound.append(target.id)
+        seg.body += templates.replace("return __v__", __v__=templates.names(bound))
+        assign.targets = [templates.names(bound, store=True)]
+
+    def resume(self, k: int, target, carried):
+        """After a `with` block that held the gate on channel `k`: the rest of this block
+        runs only if the host said go on there."""
+        seg = templates.function(f"_gpe_seg{k}r", ())
+        target += [seg] + templates.replace(
+            f"return _gpe_rt.resume({k}, _gpe_seg{k}r, __c__)", __c__=templates.names(carried))
         return seg.body
 
     def rescue(self, k: int, live: tuple[str, ...], lineno: int) -> int | None:
@@ -147,3 +188,11 @@ def _route(block: Block, index: int, sites, channels) -> tuple:
         construct = block.parent  # a branch: go on after its `if`
         block = construct.parent
         index = next(i for i, e in enumerate(block.entries) if e is construct)
+
+
+def _own_statements(stmts: list[gast.stmt]):
+    """Statements of a block and of the compound statements in it, not of nested defs."""
+    for stmt in stmts:
+        if isinstance(stmt, (gast.FunctionDef, gast.ClassDef)):
+            continue
+        yield stmt

@@ -153,6 +153,7 @@ class _TraceRuntime:
         self.callees: dict = {}
         self.waits: set[int] = set()
         self.unchecked: list = []  # ops that can fail at run time, not yet waited for
+        self.flags: dict[int, tf.Tensor] = {}  # a with-block gate's decision (gate_in_with)
 
     @contextlib.contextmanager
     def line(self, lineno: int, effect: bool):
@@ -207,6 +208,36 @@ class _TraceRuntime:
             otherwise = self._rescue(queues[rescue], rescue, live, flag, stop)
         with tf.control_dependencies(_stateful_ops() + outer):
             return tf.cond(tf.equal(flag, 1), lambda: segment(*values), otherwise)
+
+    def gate_in_with(self, queues, index, segment: Callable):
+        """A gate inside a `with` block (a GradientTape): wait for the host; the rest of the
+        block (`segment`) runs only if it says go on, inside the block, so the tape records
+        it; its results come out of the `tf.cond` (zeros when cancelled: the statements
+        after the block then do not run, see resume)."""
+        flag, *leaves = self._receive(queues[index], self.specs[index], [tf.int32])
+        values = unflatten(self.layouts[index], leaves)
+        self._note_failing_ops()
+        outer, self.unchecked = self.unchecked, []
+        self.flags[index] = flag
+        traced: list = []
+
+        def go_on():
+            results = segment(*values)
+            traced.append(results)
+            return results
+
+        def cancelled():  # same structure as go_on's (traced first by tf.cond)
+            return tf.nest.map_structure(
+                lambda t: tf.zeros([0 if d is None else d for d in t.shape], t.dtype),
+                traced[0])
+        with tf.control_dependencies(_stateful_ops() + outer):
+            return tf.cond(tf.equal(flag, 1), go_on, cancelled)
+
+    def resume(self, index, segment: Callable, carried: tuple):
+        """After a `with` block that held the gate on channel `index`: the rest of the
+        block runs only if the host said go on there."""
+        return tf.cond(tf.equal(self.flags[index], 1), segment,
+                       lambda: self.end(carried, False))
 
     def _rescue(self, queue, index, live: tuple, flag, stop: Callable) -> Callable:
         """The cancel branch of a gate that can hand its live values to the host (only

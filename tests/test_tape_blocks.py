@@ -1,0 +1,110 @@
+"""Host work inside a `with tf.GradientTape()` block: the block stays in the TF part, the
+host values it needs cross in at a gate inside it, and the rest of the block runs under
+the host's decision (a host exception there cancels it and everything after, as eagerly).
+Host code in the block that makes tensors keeps the function eager: the TF part's tape
+could not see how they were made."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from harness import check
+
+X = tf.constant(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3))
+Y = tf.constant(np.array([[1.0], [0.0], [2.0], [1.0]], np.float32))
+
+
+class Schedule:
+    def __init__(self):
+        self.step = 0
+
+    def lr(self):
+        return 0.1 * 0.5 ** (self.step // 2)
+
+
+def test_host_schedule_and_log_inside_the_tape():
+    def make(log):
+        w = tf.Variable(tf.ones([3, 1]))
+        schedule = Schedule()
+
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                lr = schedule.lr()          # a method of the user's: host work
+                log.append(round(lr, 6))
+                pred = tf.matmul(x, w)
+                loss = tf.reduce_mean(tf.square(pred - y))
+                if schedule.step % 2 == 0:
+                    print("step", schedule.step, "lr", lr)
+            w.assign_sub(lr * tape.gradient(loss, w))
+            schedule.step += 1
+            return loss
+        return step, {"w": w}
+    under = check(make, [(X, Y)] * 6)
+    assert under.log == [0.1, 0.1, 0.05, 0.05, 0.025, 0.025]
+
+
+def test_numpy_mid_tape_fed_back():
+    def make(log):
+        w = tf.Variable(tf.fill([3, 1], 0.5))
+
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                per_example = tf.square(tf.matmul(x, w) - y)[:, 0]
+                ranks = np.argsort(np.argsort(per_example.numpy()))
+                focus = (0.5 + ranks / (len(ranks) - 1)).astype(np.float32)
+                loss = tf.reduce_sum(per_example * focus)
+            w.assign_sub(0.05 * tape.gradient(loss, w))
+            return loss
+        return step, {"w": w}
+    check(make, [(X, Y)] * 5)
+
+
+def test_host_exception_inside_the_tape_cancels_the_rest():
+    def make(log):
+        w = tf.Variable(tf.ones([3, 1]))
+        v = tf.Variable(0.0)
+        budget = [3]
+
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                budget[0] -= 1
+                if budget[0] < 0:
+                    raise RuntimeError("out of budget")
+                loss = tf.reduce_sum(tf.matmul(x, w) * y)
+                v.assign_add(1.0)
+            w.assign_sub(0.1 * tape.gradient(loss, w))
+            return loss
+        return step, {"w": w, "v": v}
+    under = check(make, [(X, Y)] * 6, graph_calls=5)
+    assert under.results[-1][0] == "raised"
+
+
+@pytest.mark.filterwarnings("ignore::gpe.GpeWarning")
+def test_a_tensor_made_by_host_code_inside_the_tape_keeps_it_eager():
+    """The gradient must flow through `scale`, made by host code from a variable inside
+    the block: eagerly the tape records it; gpe runs the function eagerly."""
+    def make(log):
+        w = tf.Variable(tf.ones([3, 1]))
+        k = tf.Variable(2.0)
+
+        class Scaler:
+            def scale(self):
+                log.append("scale")
+                return k * 1.5
+
+        scaler = Scaler()
+
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                scale = scaler.scale()
+                loss = tf.reduce_sum(tf.matmul(x, w) * y) * scale
+            gw, gk = tape.gradient(loss, [w, k])
+            w.assign_sub(0.1 * gw)
+            k.assign_sub(0.01 * gk)
+            return loss
+        return step, {"w": w, "k": k}
+    under = check(make, [(X, Y)] * 4, graph_calls=0,
+                  host_ops_allowed=frozenset({"ReadVariableOp", "Mul", "MatMul", "Sum", "OnesLike",
+                                              "AssignSubVariableOp", "Identity", "AddN",
+                                              "Tile", "Reshape", "BroadcastTo", "Shape",
+                                              "BroadcastGradientArgs", "AddV2", "Const"}))
+    assert any("cannot cross into it" in r for r in under.target.stats()["fallbacks"])
