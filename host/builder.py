@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from gpe.host import oracle, signature
 from gpe.host.loader import load
-from gpe.host.speculation import channel_specs, stable_entry_values
+from gpe.host.speculation import NotObserved, channel_specs, stable_entry_values
 from gpe.host.variant import Variant, callee_variant
 from gpe.slicer import Refusal, SlicePlan, slice_function
 from gpe.tfprog.channels import Unsendable
@@ -24,15 +24,17 @@ from gpe.tfprog.part import PartError
 log = logging.getLogger("gpe")
 
 MAX_UNBUILT_TRIES = 3  # calls run eagerly waiting for a user's Keras layer to be built
+MAX_PROFILE_RUNS = 16  # profile calls kept waiting for one to reach every crossing
 
 
 class NotBuilt(Exception):
     """A variant could not be built. retry: profile this key again (the assumptions
     changed, so the next build may succeed); else the key runs eagerly, for `reason`."""
 
-    def __init__(self, reason: str, retry: bool):
+    def __init__(self, reason: str, retry: bool, keep_runs: bool = False):
         super().__init__(reason)
         self.retry = retry
+        self.keep_runs = keep_runs  # profile one more call, keeping the runs seen so far
 
 
 class Builder:
@@ -125,6 +127,10 @@ class Builder:
                 log.info("%s: %s; slicing again", owner.__qualname__, exc)
                 raise NotBuilt(str(exc), retry=True) from None
             raise NotBuilt(str(exc), retry=False) from None
+        except NotObserved as exc:
+            if len(runs) < MAX_PROFILE_RUNS:  # e.g. an early return on the first calls
+                raise NotBuilt(str(exc), retry=True, keep_runs=True) from None
+            raise NotBuilt(f"{exc} in {len(runs)} calls", retry=False) from None
         except (PartError, Refusal) as exc:
             relaxed = assumed.unrelax(values)
             if relaxed:  # built for exact shapes instead (a variant per shape)

@@ -180,7 +180,9 @@ class SlicedFunction:
         try:
             variant = self.builder.build(plan, values, runs, sibling, self.adaptive)
         except NotBuilt as exc:
-            if exc.retry:
+            if exc.keep_runs:
+                log.info("%s: %s; profiling one more call", self.__qualname__, exc)
+            elif exc.retry:
                 self.cache.profiles.pop(key, None)
             else:
                 self._refuse(key, str(exc))

@@ -169,6 +169,10 @@ def _shape_free(described: tuple) -> tuple:
 
 
 # from profile observations to what a variant is built with ----------------------------
+class NotObserved(PartError):
+    """No profile call has reached a crossing yet: profile more calls."""
+
+
 def channel_specs(plan: SlicePlan, runs: list[dict[int, list]],
                   relaxed: dict[str, tuple]) -> tuple[dict, dict]:
     """Channel specs and layouts from what the profile calls saw crossing host->TF (an
@@ -177,12 +181,14 @@ def channel_specs(plan: SlicePlan, runs: list[dict[int, list]],
     for channel in plan.channels:
         if not channel.to_tf:
             continue
-        seen = runs[-1].get(channel.index)
+        # the latest profile call that got there (one may return before a crossing)
+        seen = next((run[channel.index] for run in reversed(runs) if channel.index in run),
+                    None)
         if seen is None and not channel.names:
             seen = []  # a gate carrying no values (the profile call left before it)
         if seen is None:
-            raise PartError(f"the profile call never reached the crossing at line "
-                            f"{channel.lineno}")
+            raise NotObserved(f"no profile call reached the crossing at line "
+                              f"{channel.lineno}")
         pairs = [flatten(v) for v in seen]
         bad = tuple(name for name, (_, leaves) in zip(channel.names, pairs)
                     if not all(_sendable(leaf) for leaf in leaves))

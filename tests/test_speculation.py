@@ -222,3 +222,23 @@ def test_a_loop_value_that_changes_type_mid_loop():
     assert dict(under.host_ops, Mul=min(under.host_ops["Mul"], 2)) == rest, under.host_ops
     reason = next(iter(under.target.stats()["guard_failures"]))
     assert reason.startswith("mid-call: ") and "got tensor" in reason
+
+
+def test_crossings_not_reached_by_the_first_calls_are_profiled_later():
+    """Epsilon-greedy: the first calls return early on the host, before the TF work; the
+    function is profiled until a call reaches it (it was refused for good)."""
+    def make(log):
+        w = tf.Variable(tf.reshape(tf.range(6, dtype=tf.float32), [3, 2]) / 10)
+        explore = iter([True] * 4 + [False] * 20)
+
+        def act(obs):
+            if next(explore):
+                return -1
+            temperature = 1.0 + len(log) / 10  # host work the TF part needs
+            log.append(temperature)
+            return int(tf.argmax(tf.matmul(obs, w)[0] / temperature))
+        return act, {"w": w}
+    obs = tf.constant([[1.0, -2.0, 3.0]])
+    # calls 1-4 explore (profile calls that return early), call 5 reaches the TF work
+    under = check(make, [(obs,)] * 12, graph_calls=12 - 5)
+    assert under.target.stats()["fallbacks"] == {}
