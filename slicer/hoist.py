@@ -113,9 +113,36 @@ def _names_only(target: gast.AST) -> bool:
         _names_only(e) for e in target.elts)
 
 
+def _split_tuple_assignment(stmt: gast.stmt) -> list[gast.stmt] | None:
+    """`n, y = 0, x * 2.0` mixes a host value and a TF one: as `n = 0` and `y = x * 2.0`
+    (when no element reads a name the statement binds), so each side keeps its own (an
+    int stays a Python int). None when it does not apply."""
+    if not (isinstance(stmt, gast.Assign) and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], (gast.Tuple, gast.List))
+            and isinstance(stmt.value, (gast.Tuple, gast.List))
+            and len(stmt.targets[0].elts) == len(stmt.value.elts)
+            and all(isinstance(t, gast.Name) for t in stmt.targets[0].elts)):
+        return None
+    kinds = [anno.get(v, Key.KIND) in TF_KINDS for v in stmt.value.elts]
+    if all(kinds) or not any(kinds):
+        return None
+    bound = {t.id for t in stmt.targets[0].elts}
+    if any(isinstance(n, gast.Name) and n.id in bound for v in stmt.value.elts
+           for n in gast.walk(v)):
+        return None
+    out = []
+    for target, value in zip(stmt.targets[0].elts, stmt.value.elts):
+        new = gast.Assign(targets=[target], value=value, type_comment=None)
+        out.append(gast.copy_location(new, stmt))
+    return out
+
+
 def _block(stmts: list[gast.stmt], counter) -> list[gast.stmt]:
     out: list[gast.stmt] = []
+    split = []
     for stmt in stmts:
+        split += _split_tuple_assignment(stmt) or [stmt]
+    for stmt in split:
         origin = anno.get(stmt, Key.ORIGIN, getattr(stmt, "lineno", 0))
         if is_tf_with(stmt):
             stmt.body = _block(stmt.body, counter)

@@ -284,3 +284,18 @@ def test_host_value_made_before_a_tape_block_crosses_into_it():
             return y
         return step, {"w": w}
     check(make, CALLS, host_ops_allowed=frozenset({"Fill", "Mul"}))
+
+
+def test_tuple_assignment_of_a_python_int_and_a_tensor_keeps_the_int():
+    """`n, y = 0, x * 2.0`: n stays a Python int (the statement went whole to the TF part,
+    and n came back as an int32 tensor)."""
+    def make(log):
+        def f(x):
+            n, ok, y = 0, False, x * 2.0
+            if tf.reduce_sum(x) > 1.0:
+                n = n + 5
+                ok = True
+            return n, ok, y
+        return f, {}
+    under = check(make, [(X,), (X,), (X * 0.0,), (X,)])
+    assert [type(r[0]) for r in under.results] == [int] * 4
