@@ -55,6 +55,8 @@ class AdaptiveTimer:
     def eager_call(self, seconds: float) -> str | None:
         """An eager call took `seconds`; once enough are timed, the verdict: a message when
         eager is faster (the variant then runs eagerly), else None."""
+        if self.eager is None:  # decided by a call nested in this one (recursion)
+            return None
         self.eager.append(seconds)
         if len(self.eager) < COMPARE_CALLS:
             return None

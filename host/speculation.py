@@ -200,7 +200,9 @@ def channel_specs(plan: SlicePlan, runs: list[dict[int, list]],
         if channel.kind == ChannelKind.ENTRY:
             specs[channel.index] = _relax_entry(channel, layouts[channel.index], found, relaxed)
         else:
-            specs[channel.index] = [relaxed_spec(s) for s in found]
+            # a gate's values are used as they are (a loop's are carried: any shape)
+            gate = channel.kind == ChannelKind.GATE
+            specs[channel.index] = [relaxed_spec(s, keep_rank=gate) for s in found]
     return specs, layouts
 
 

@@ -212,3 +212,38 @@ def test_a_models_own_step_method_runs_in_the_graph():
     under = check(make, None)
     assert under.results  # and the Python counter on the model advanced as eagerly:
     assert under.target.stats()["fallbacks"] == {}
+
+
+def test_lstm_language_model_step_with_state_on_the_object():
+    """An Embedding (IndexedSlices gradients) and a Keras LSTM under the tape in the TF
+    part (its gradient adds variant tensors: gpe's ordered AddN must leave those to AddN),
+    the state kept on the trainer between calls and read inside the tape."""
+    tokens = tf.constant(RNG.integers(0, 12, size=(4, 5)))
+    targets = tf.constant(RNG.integers(0, 12, size=(4, 5)))
+
+    def make(log):
+        keras.utils.set_random_seed(7)
+        embed = keras.layers.Embedding(12, 6)
+        lstm = keras.layers.LSTM(8, return_sequences=True, return_state=True)
+        head = keras.layers.Dense(12)
+        opt = keras.optimizers.SGD(0.5)
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+        class Trainer:
+            state = [tf.zeros([4, 8]), tf.zeros([4, 8])]
+
+        trainer = Trainer()
+        out, h, c = lstm(embed(tokens), initial_state=trainer.state)
+        head(out)
+        params = embed.trainable_variables + lstm.trainable_variables + head.trainable_variables
+
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                out, h, c = lstm(embed(x), initial_state=trainer.state)
+                loss = loss_fn(y, head(out))
+            grads = tape.gradient(loss, params)
+            opt.apply_gradients(zip(grads, params))
+            trainer.state = [h, c]
+            return loss
+        return train_step, {f"p{i}": v for i, v in enumerate(params)}
+    check(make, [(tokens, targets)] * 5)

@@ -292,3 +292,17 @@ def test_a_sink_of_a_failed_generation_does_not_fail_the_next_one():
     session._run(sink, None, [], stale)
     assert not session.failed
     assert float(sliced(small)) == float(heavy(small))
+
+
+def test_the_adaptive_timer_survives_a_nested_call_finishing_its_measurement():
+    """While gpe times a variant's eager calls, a recursive call of the same function is
+    timed too and may finish the measurement first; the outer call then crashed with
+    "'NoneType' object has no attribute 'append'" (a tree network under gpe run)."""
+    from gpe.host.adaptive import COMPARE_CALLS, WARM_CALLS, AdaptiveTimer
+    timer = AdaptiveTimer()
+    for _ in range(WARM_CALLS + COMPARE_CALLS):
+        timer.sliced_call(1e-3, lambda: None)
+    assert timer.timing_eager
+    verdicts = [timer.eager_call(1e-6) for _ in range(COMPARE_CALLS)]  # inner calls
+    assert verdicts[-1] is not None and timer.eager_faster  # eager was faster
+    assert timer.eager_call(1e-6) is None  # the outer call ends after the verdict

@@ -99,7 +99,14 @@ def make_queue(dtypes: list[tf.DType], to_tf: bool) -> tf.queue.FIFOQueue:
     return tf.queue.FIFOQueue(capacity, dtypes)
 
 
-def relaxed(spec: ValueSpec) -> ValueSpec:
-    """A spec with unknown shape (for values computed mid-call, whose shape may vary)."""
-    return ValueSpec(spec.dtype, None if spec.shape != () else (), spec.python,
-                     spec.default_dtype, spec.type_name)
+def relaxed(spec: ValueSpec, keep_rank: bool = False) -> ValueSpec:
+    """A spec for a value computed mid-call, whose shape may vary: unknown shape, or with
+    `keep_rank` its rank and last (feature) dimension, which Keras layers and losses need
+    when traced (a value of another rank or width later does not fit: the call then
+    finishes eagerly)."""
+    shape = spec.shape
+    if shape and keep_rank:
+        shape = (None,) * (len(shape) - 1) + (shape[-1],)
+    elif shape:
+        shape = None
+    return ValueSpec(spec.dtype, shape, spec.python, spec.default_dtype, spec.type_name)

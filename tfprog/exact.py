@@ -65,7 +65,9 @@ def _install_ordered_add_n() -> None:
 
     def add_n(inputs, name=None):
         if getattr(_tracing, "depth", 0) == 0 or context.executing_eagerly() or \
-                len(inputs) < 2 or not all(isinstance(t, tf.Tensor) for t in inputs):
+                len(inputs) < 2 or not all(isinstance(t, tf.Tensor) for t in inputs) or \
+                not all(t.dtype.is_floating or t.dtype.is_integer or t.dtype.is_complex
+                        for t in inputs):  # a variant (an RNN's gradient lists) has no AddV2
             return _original_add_n(inputs, name=name)
         total = inputs[0]
         for tensor in inputs[1:]:
