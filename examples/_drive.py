@@ -2,6 +2,7 @@
 under `gpe run`; compare what they observe and time them.
 
     python examples/_drive.py PROGRAM [PROGRAM ...] [--steps N] [--warmup W]
+                              [--repeats R] [--timing-steps M]
                               [--modes eager,tf.function,gpe,gpe-run] [--adaptive]
                               [--out DIR] [--json FILE]
 
@@ -17,12 +18,14 @@ there has: `main(steps) -> {"losses", "weights", "state"}`, step functions named
 - gpe-run: `gpe run --report PROGRAM --steps N --dump FILE` in a subprocess, unmodified.
 
 tf.function, gpe and gpe-run are compared with eager: losses, final weights, host state
-(bit-identical, close, or different, with where) and printed output. Time per step is the
-median interval between successive calls of the program's main step function (TIMED_STEP
-in the program, else `train_step`) after `--warmup` calls, so it includes the loop's host
-work; `drain` is the mean over the same calls up to the end of `main` (its final
-`float(...)` waits for work still in flight). Writes one JSON file per program under
-`--out` and prints a table.
+(bit-identical, close, or different, with where) and printed output. Timing comes from
+`--repeats` further runs of eager, tf.function and gpe (in turn, each its own process) of
+`--timing-steps` steps: per run, the median interval between successive calls of the
+program's main step function (TIMED_STEP in the program, else `train_step`) after
+`--warmup` calls, so it includes the loop's host work; the table shows the median over the
+runs. `drain` is the mean over the same calls up to the end of `main` (its final
+`float(...)` waits for work still in flight), shown where it exceeds 1.5x the median.
+Writes one JSON file per program under `--out` and prints a table.
 """
 from __future__ import annotations
 
@@ -49,10 +52,18 @@ ROOT = os.path.dirname(HERE)
 MODES = ("eager", "tf.function", "gpe", "gpe-run")
 CHILD_TIMEOUT = 600  # seconds a mode may take (gpe has known hangs)
 RTOL_CLOSE = 1e-4    # "close": every float within this relative difference
+SCALE_FLOOR = 1e-2   # ... of max(|a|, |b|, SCALE_FLOOR): tiny values compare absolutely
 
 
 def is_step_name(name: str) -> bool:
     return name == "train_step" or name.endswith("_step")
+
+
+def default_steps(path: str) -> int | None:
+    """The program's DEFAULT_STEPS, read from its source (the parent imports no TF)."""
+    with open(path) as f:
+        found = re.search(r"^DEFAULT_STEPS\s*=\s*(\d+)", f.read(), re.M)
+    return int(found.group(1)) if found else None
 
 
 def program_path(name: str) -> str:
@@ -172,8 +183,7 @@ def run_mode(mode: str, path: str, steps: int | None, adaptive: bool, workdir: s
     python = sys.executable
     if mode == "gpe-run":
         dump = result_file + ".dump"
-        gpe_cmd = os.path.join(os.path.dirname(python), "gpe")
-        command = [gpe_cmd, "run", "--report", path, "--dump", dump]
+        command = [python, "-m", "gpe.cli", "run", "--report", path, "--dump", dump]
         if steps is not None:
             command += ["--steps", str(steps)]
     else:
@@ -241,7 +251,7 @@ def compare(a, b, where="") -> tuple[str, float, str]:
         if np.array_equal(x, y, equal_nan=True):
             return "identical", 0.0, ""
         with np.errstate(all="ignore"):
-            diff = np.abs(x - y) / np.maximum(np.maximum(np.abs(x), np.abs(y)), 1e-6)
+            diff = np.abs(x - y) / np.maximum(np.maximum(np.abs(x), np.abs(y)), SCALE_FLOOR)
         diff = np.where(np.isnan(x) & np.isnan(y), 0.0, diff)
         diff = np.where(np.isnan(diff), np.inf, diff)
         worst = float(diff.max())
@@ -345,19 +355,37 @@ def reasons(record: dict) -> list[str]:
     return found
 
 
-def drive(path: str, modes, steps, warmup, adaptive, out_dir) -> dict:
+def drive(path: str, modes, steps, warmup, adaptive, out_dir, repeats=0,
+          timing_steps=None) -> dict:
     name = os.path.splitext(os.path.basename(path))[0]
-    records = {}
+    records, timings = {}, {}
+    if timing_steps is None:
+        base = steps or default_steps(path)
+        timing_steps = 2 * base if base else None
     with tempfile.TemporaryDirectory() as workdir:
         for mode in modes:
             print(f"[{name}] {mode} ...", file=sys.stderr, flush=True)
             records[mode] = run_mode(mode, path, steps, adaptive, workdir)
+        for r in range(repeats):  # timing runs, the modes in turn
+            for mode in modes:
+                if mode == "gpe-run" or records[mode].get("error"):
+                    continue
+                print(f"[{name}] {mode} timing run {r + 1} ...", file=sys.stderr, flush=True)
+                record = run_mode(mode, path, timing_steps, adaptive, workdir)
+                if not record.get("error"):
+                    timings.setdefault(mode, []).append(timing(record, warmup))
     summary = {"program": name, "modes": {}}
     eager = records.get("eager", {})
     for mode, record in records.items():
         row = {"error": record.get("error")}
         if mode != "gpe-run":
             row["timing"] = timing(record, warmup)
+            runs = [t for t in timings.get(mode, []) if t["median_ms"] is not None]
+            if runs:
+                row["timing_runs"] = runs
+                row["timing"] = dict(runs[0], median_ms=statistics.median(
+                    t["median_ms"] for t in runs), drain_ms=statistics.median(
+                    t["drain_ms"] for t in runs), runs=len(runs))
         if mode != "eager" and "eager" in records:
             row.update(verdict(eager, record))
         if mode == "gpe":
@@ -383,21 +411,24 @@ def drive(path: str, modes, steps, warmup, adaptive, out_dir) -> dict:
     return summary
 
 
-def ms(row) -> str:
+def ms(row, base=None) -> str:
     t = (row or {}).get("timing") or {}
     if row and row.get("error") and not t.get("median_ms"):
         return "error"
     if not t.get("median_ms"):
         return "-"
     text = f"{t['median_ms']:.2f}"
+    base_ms = ((base or {}).get("timing") or {}).get("median_ms")
+    if base_ms and base is not row:
+        text += f" ({base_ms / t['median_ms']:.1f}x)"
     if t.get("drain_ms") and t["drain_ms"] > 1.5 * t["median_ms"]:
-        text += f" (drain {t['drain_ms']:.2f})"
+        text += f" [drain {t['drain_ms']:.2f}]"
     return text
 
 
 def table(summaries) -> str:
-    lines = ["| program | eager ms/step | tf.function ms/step | tf.function vs eager | "
-             "gpe ms/step | gpe sliced (steady calls) | gpe vs eager | gpe run | "
+    lines = ["| program | eager ms/step | tf.function ms/step (x eager) | tf.function vs eager | "
+             "gpe ms/step (x eager) | gpe sliced (steady calls) | gpe vs eager | gpe run | "
              "gpe reasons |", "|" + "---|" * 9]
     for s in summaries:
         m = s["modes"]
@@ -409,12 +440,12 @@ def table(summaries) -> str:
             text = row.get("match", "")
             if row.get("stdout") and row["stdout"] != "identical":
                 text += f"; stdout {row['stdout']}"
-            return text.replace("|", "/")
+            return text.replace("|", "/").replace("\n", " ")
         run = "-"
         if r:
             run = ("ok, " if not r.get("error") else f"{r['error']}; ") + match(r)
         lines.append(" | ".join([
-            f"| {s['program']}", ms(e), ms(t), match(t), ms(g),
+            f"| {s['program']}", ms(e), ms(t, e), match(t), ms(g, e),
             (g or {}).get("sliced", "-"), match(g), run.replace("|", "/"),
             "<br>".join((g or {}).get("reasons") or []).replace("|", "/") or "-"]) + " |")
     return "\n".join(lines)
@@ -427,6 +458,10 @@ def main(argv=None) -> int:
                         help="steps for main() (default: the program's DEFAULT_STEPS)")
     parser.add_argument("--warmup", type=int, default=10,
                         help="calls of the timed step left out of the timing")
+    parser.add_argument("--repeats", type=int, default=0,
+                        help="timing runs per mode after the correctness run (0: time that)")
+    parser.add_argument("--timing-steps", type=int, default=None,
+                        help="steps of each timing run (default: twice --steps or DEFAULT_STEPS)")
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--adaptive", action="store_true",
                         help="gpe mode: let gpe run a variant eagerly where that is faster")
@@ -446,7 +481,7 @@ def main(argv=None) -> int:
     summaries = []
     for program in args.programs:
         summary = drive(program_path(program), modes, args.steps, args.warmup, args.adaptive,
-                        args.out)
+                        args.out, args.repeats, args.timing_steps)
         summaries.append(summary)
         print(table([summary]).splitlines()[-1], flush=True)
     print()
