@@ -289,6 +289,35 @@ def test_a_conv_training_step_is_bit_identical():
     check(make, None, graph_calls=7)
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "not sliced: gradients through a Keras LSTM/GRU (a while_loop) aggregate TensorList "
+    "gradients, DT_VARIANT, with AddN; tfprog/exact.py's ordered add_n turns every AddN "
+    "of tensors into AddV2, which has no variant kernel: 'tracing the TF part failed: "
+    "TypeError: Value passed to parameter 'x' has DataType variant'"))
+def test_a_keras_lstm_under_a_tape_runs_sliced():
+    def make(log):
+        keras.utils.set_random_seed(0)
+        tokens = tf.constant(np.random.RandomState(0).randint(20, size=(4, 6)).astype(np.int32))
+        model = keras.Sequential([keras.Input((6,), dtype="int32"),
+                                  keras.layers.Embedding(20, 8),
+                                  keras.layers.LSTM(12, return_sequences=True),
+                                  keras.layers.Dense(20)])
+        opt = keras.optimizers.Adam(1e-2)
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        return (train_step, {f"w{i}": v for i, v in enumerate(model.weights)},
+                [(tokens, tokens)] * 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        check(make, None, graph_calls=4)
+
+
 SUBCLASSED_SCRIPT = """
 import keras
 import tensorflow as tf
@@ -389,23 +418,25 @@ def expect(condition: bool, reason: str):
 @slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("program", [
-    pytest.param(p, marks=expect(p in SLICED, "falls back to eager: see the table in "
-                                              "examples/_drive.py's report")) for p in PROGRAMS])
+    pytest.param(p, marks=expect(p in SLICED, "falls back to eager (some calls or all): see "
+                                              "examples/TRAINING_PROGRAMS.md")) for p in PROGRAMS])
 def test_example_program_under_gpe(program):
     modes = drive(program, ["eager", "gpe"])
     gpe_row = modes["gpe"]
     assert gpe_row.get("error") is None, gpe_row.get("traceback")
     assert gpe_row["match"] == "identical", gpe_row["match"]
     assert gpe_row["stdout"] == "identical", gpe_row["stdout"]
-    for label, stats in gpe_row["stats"].items():  # every steady-state call sliced
-        assert stats["graph_calls"] >= stats["calls"] - 3, (label, stats)
+    for label, stats in gpe_row["stats"].items():  # every call but the profile calls sliced
+        assert stats["graph_calls"] > 0, (label, stats)
+        assert stats["graph_calls"] >= stats["calls"] - stats["profile_calls"], (label, stats)
 
 
 @slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("program", [
-    pytest.param(p, marks=expect(p in RUNS_UNDER_GPE_RUN, "gpe run fails or differs")) for p in
-    PROGRAMS])
+    pytest.param(p, marks=expect(p in RUNS_UNDER_GPE_RUN, "gpe run fails or differs: see "
+                                                          "examples/TRAINING_PROGRAMS.md"))
+    for p in PROGRAMS])
 def test_example_program_under_gpe_run(program):
     modes = drive(program, ["eager", "gpe-run"])
     row = modes["gpe-run"]
