@@ -40,11 +40,6 @@ class Counter:
         return self.n
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "wrong result: a gate that crossings.py puts on a TF `with` header (a host statement "
-    "touching state came before it) is never emitted by partition.py's `with` branch, so the "
-    "host values it should carry never cross and the TF part reads the module global of the "
-    "same name"))
 def test_a_host_value_computed_before_a_tape_reaches_the_tf_part():
     def make(log):
         w, counter = tf.Variable([1.0, 2.0]), Counter()
@@ -60,11 +55,6 @@ def test_a_host_value_computed_before_a_tape_reaches_the_tf_part():
     check(make, [()] * 6)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "wrong gradient: a sliced call made while an outer GradientTape watches is not "
-    "differentiable by that tape (nothing in host/ looks at outer tapes: DESIGN.md section 4 "
-    "'Outer tapes'); gpe run slices helpers such as a GAN's discriminator_loss, and the "
-    "caller's tape then gives None or a partial gradient"))
 def test_a_sliced_call_under_an_outer_tape_gives_eager_gradients():
     w = tf.Variable([1.0, 2.0])
 
@@ -96,10 +86,6 @@ def encode_tree(tree):
     return tf.tanh(encode_tree(tree.left) + encode_tree(tree.right))
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError, reason=(
-    "crash: a recursive gpe function timed against eager (adaptive) re-enters "
-    "SlicedFunction._time_eager; the inner call ends the measurement (eager_runs = None) "
-    "and the outer call's `finally` appends to None (tree_rnn.py under gpe run)"))
 def test_a_recursive_function_survives_the_timing_against_eager():
     global encode_tree
     original = encode_tree
@@ -114,10 +100,6 @@ def test_a_recursive_function_survives_the_timing_against_eager():
         encode_tree = original
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "refused for good: the profile calls all left early (an epsilon-greedy step explored), "
-    "so channel_specs raises 'the profile call never reached the crossing' and _build "
-    "refuses the signature forever (dqn.py act_step: 0 of 109 calls sliced)"))
 def test_profile_calls_that_return_early_do_not_refuse_the_signature_for_good():
     keras.utils.set_random_seed(0)
     q_net = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
@@ -160,10 +142,6 @@ class Net(keras.Model):
         return self.out(self.hidden(x))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not sliced: a user's keras.Model subclass is HOST (oracle._keras_all_the_way), so "
-    "`self.model(x, training=True)` runs on the host inside the tape and crossings.py "
-    "refuses: 'unsupported-order: a host statement inside a `with` block precedes TF work'"))
 def test_a_subclassed_keras_model_under_a_tape_runs_sliced():
     def make(log):
         keras.utils.set_random_seed(1)
@@ -183,11 +161,6 @@ def test_a_subclassed_keras_model_under_a_tape_runs_sliced():
         check(make, [(X, Y)] * 5)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not sliced: a Keras model passed as an argument is a HOST object (signature.arg_fact); "
-    "`model(x)` is then host work inside the tape ('unsupported-order'), and "
-    "`model.trainable_variables` on it is a host value that cannot cross ('_gpe_h0 cannot "
-    "cross into the TF part', kinds._Attribute returns HOST for a one-level chain)"))
 def test_a_model_passed_as_an_argument_runs_sliced():
     def make(log):
         model, opt = keras_classifier(), keras.optimizers.SGD(0.1)
@@ -241,11 +214,6 @@ def test_recurrent_state_in_an_attribute_read_inside_the_tape_runs_sliced():
         check(make, None, graph_calls=4)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not sliced: values the host sends mid-call cross with unknown rank "
-    "(tfprog.channels.relaxed), and Keras losses and metrics take len(shape) when traced: "
-    "'tracing the TF part failed: ValueError: Cannot take the length of shape with unknown "
-    "rank' (lenet_cnn.py test_step)"))
 def test_a_keras_loss_on_a_value_the_host_computed_mid_call_runs_sliced():
     def make(log):
         loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -289,11 +257,6 @@ def test_a_conv_training_step_is_bit_identical():
     check(make, None, graph_calls=7)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not sliced: gradients through a Keras LSTM/GRU (a while_loop) aggregate TensorList "
-    "gradients, DT_VARIANT, with AddN; tfprog/exact.py's ordered add_n turns every AddN "
-    "of tensors into AddV2, which has no variant kernel: 'tracing the TF part failed: "
-    "TypeError: Value passed to parameter 'x' has DataType variant'"))
 def test_a_keras_lstm_under_a_tape_runs_sliced():
     def make(log):
         keras.utils.set_random_seed(0)
@@ -341,10 +304,6 @@ def run_script(args, cwd):
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=240, env=env)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "crash: gpe run wraps every method, __init__ included (gpe/run.py _AddDecorators); "
-    "Keras's Operation.__new__ calls inspect.getfullargspec(cls.__init__), which raises "
-    "'TypeError: unsupported callable' on the SlicedFunction (no __signature__)"))
 def test_gpe_run_a_script_with_a_subclassed_keras_model(tmp_path):
     (tmp_path / "net.py").write_text(SUBCLASSED_SCRIPT)
     plain = run_script([sys.executable, "net.py"], tmp_path)
