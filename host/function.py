@@ -63,9 +63,6 @@ class SlicedFunction:
         self.stats_.calls += 1
         if self.plain or not executing_eagerly():  # inside a graph being traced: plain TF
             return self._eager(args, kwargs)
-        if could_possibly_record():  # a tape watches: it must see this call's ops
-            self._note("called while a GradientTape is recording", warn=False)
-            return self._eager(args, kwargs)
         start = time.perf_counter()  # a sliced call's cost includes finding its variant
         try:
             values = self.keys.values(args, kwargs)
@@ -73,8 +70,11 @@ class SlicedFunction:
             return self._eager(args, kwargs)  # eager raises the same TypeError
         key = self.keys.key(values)
         variant = self.cache.get(key)
-        if variant is None:
+        if variant is None:  # profile calls run eagerly: a tape sees their ops
             return self._new_key(key, values, args, kwargs)
+        if could_possibly_record():  # a tape watches: it must see this call's ops
+            self._note("called while a GradientTape is recording", warn=False)
+            return self._eager(args, kwargs)
         if variant.eager_faster:
             return self._eager(args, kwargs)
         if variant.timer.timing_eager:

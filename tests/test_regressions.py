@@ -119,8 +119,6 @@ def marked(text: str, prefix: str = "@ ") -> list[str]:
 
 
 # item 1 -------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="issue 13 item 1: outer tape cannot differentiate "
-                                       "sliced calls")
 def test_item01_outer_gradient_tape_differentiates_sliced_calls():
     """Eager: a forward function called inside an outer tf.GradientTape is differentiable;
     tape.gradient gives the gradients and a Keras optimizer applies them.
