@@ -449,8 +449,6 @@ def test_item06_python_ints_and_bools_from_plain_assignments_stay_python():
 
 
 # item 7 -------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="issue 13 item 7: tf.autograph.trace runs in the TF "
-                                       "part (once, symbolic)")
 def test_item07_host_side_effect_of_a_tf_value_runs_every_call():
     """Eager: `tf.autograph.trace(loss)` prints the value at each call (like print).
     gpe: tf.autograph.trace is classified as a TF op (every callable from a `tensorflow`
@@ -468,8 +466,6 @@ def test_item07_host_side_effect_of_a_tf_value_runs_every_call():
     exact(make, [(X,), (X * 2,), (X * 3,)])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 7 (same cause): tf.executing_eagerly() "
-                                       "runs in the TF part")
 def test_item07_tf_introspection_call_stays_on_the_host():
     """Eager: `tf.executing_eagerly()` is the Python bool True.
     gpe: it is placed in the TF part (a `tensorflow` callable), so sliced calls return a
