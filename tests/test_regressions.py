@@ -1001,8 +1001,6 @@ POOL = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 15: gpe run breaks pickling; CLI "
-                                       "errors end in tracebacks")
 @pytest.mark.timeout(600)
 def test_item15_gpe_run_pickling_and_cli_errors(tmp_path):
     """Plain Python: the script's Pool.map of one of its functions works.
