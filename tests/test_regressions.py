@@ -230,8 +230,6 @@ def test_item02_optimizer_apply_gradients_after_sliced_calls():
 
 
 # item 3 -------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="issue 13 item 3: ragged/sparse arguments are baked "
-                                       "in from the profile call")
 def test_item03_ragged_and_sparse_arguments_are_not_baked_in():
     """Eager: each call sums the ragged (sparse) tensor it is given.
     gpe: a RaggedTensor/SparseTensor is described as an opaque "object" in the call key and
