@@ -3,16 +3,27 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import os
 import sys
+
+
+class Usage(Exception):
+    """Bad input on the command line: reported as one `gpe: ...` line, exit status 2."""
+
+
+def _file(path: str) -> None:
+    if not os.path.exists(path):
+        raise Usage(f"no such file: {path}")
+    if not os.path.isfile(path):
+        raise Usage(f"not a file: {path}")
 
 
 def _load_target(target: str):
     path, _, name = target.rpartition(":")
     if not path or not name:
-        raise SystemExit(f"gpe: expected FILE:FUNCTION, got {target!r}")
-    if not os.path.exists(path):
-        raise SystemExit(f"gpe: no such file: {path}")
+        raise Usage(f"expected FILE:FUNCTION, got {target!r}")
+    _file(path)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     spec = importlib.util.spec_from_file_location("_gpe_target", path)
     module = importlib.util.module_from_spec(spec)
@@ -20,9 +31,21 @@ def _load_target(target: str):
     obj = module
     for part in name.split("."):
         if not hasattr(obj, part):
-            raise SystemExit(f"gpe: {path} has no function {name!r}")
+            raise Usage(f"{path} has no function {name!r}")
         obj = getattr(obj, part)
+    if not _is_function(obj):
+        raise Usage(f"{path}: {name!r} is not a function (it is {type(obj).__name__!r})")
     return obj
+
+
+def _is_function(obj) -> bool:
+    """A Python function or method, possibly wrapped (by @gpe.function or functools)."""
+    target = getattr(obj, "__func__", obj)
+    try:
+        target = inspect.unwrap(target)
+    except ValueError:
+        return False
+    return inspect.isfunction(target)
 
 
 def _explain(args) -> int:
@@ -33,8 +56,9 @@ def _explain(args) -> int:
 
 def _run(args) -> int:
     from gpe.run import report, run_script
-    if not os.path.exists(args.script):
-        raise SystemExit(f"gpe: no such file: {args.script}")
+    if args.script is None:
+        args.parser.error("the following arguments are required: SCRIPT")
+    _file(args.script)
     status = 0
     try:
         run_script(args.script, args.args)
@@ -50,6 +74,9 @@ def _run(args) -> int:
 
 def _bench(args) -> int:
     from gpe.bench import main
+    for option in ("calls", "repeats"):
+        if getattr(args, option) < 1:
+            raise Usage(f"--{option} must be at least 1, got {getattr(args, option)}")
     main(args.calls, args.repeats)
     return 0
 
@@ -69,6 +96,7 @@ def main(argv=None) -> int:
     explain.set_defaults(run=_explain)
     run = commands.add_parser(
         "run", help="run a script with every function in it sliced",
+        usage="gpe run [-h] [--report] SCRIPT [ARGS ...]",
         description="Run SCRIPT as __main__, with every top-level function and method in it, "
                     "and in the modules it imports from its own directory, handled as if "
                     "decorated with @gpe.function. Functions without TF work stay plain "
@@ -76,10 +104,11 @@ def main(argv=None) -> int:
     run.add_argument("--report", action="store_true",
                      help="at exit, print per function: calls, sliced calls, eager calls and "
                           "why any call ran eagerly (to stderr)")
-    run.add_argument("script", metavar="SCRIPT", help="the Python script to run")
+    run.add_argument("script", metavar="SCRIPT", nargs="?",  # checked in _run: ARGS is
+                     help="the Python script to run")  # optional, SCRIPT is not
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
                      help="arguments passed to the script")
-    run.set_defaults(run=_run)
+    run.set_defaults(run=_run, parser=run)
     bench = commands.add_parser(
         "bench", help="measure the cost of crossing between host and graph",
         description="Measure, in one run: an eager op, a tf.function call, the host's queue "
@@ -89,7 +118,11 @@ def main(argv=None) -> int:
     bench.add_argument("--repeats", type=int, default=5, help="timed runs; the median is shown")
     bench.set_defaults(run=_bench)
     args = parser.parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except Usage as exc:
+        print(f"gpe: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

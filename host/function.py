@@ -8,8 +8,11 @@ built runs eagerly, counted with its reason and warned about once (stats.py).
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
+import pickle
+import sys
 import threading
 import time
 import weakref
@@ -234,6 +237,16 @@ class SlicedFunction:
             return self
         return _BoundSliced(self, obj)
 
+    def __reduce__(self):
+        """Pickled as functions are, by module and qualified name (multiprocessing sends a
+        script's functions so): the name resolves to this wrapper where the module is loaded
+        as `gpe run` loads it (a forked child), else to the plain function."""
+        if _resolve(self.__module__, self.__qualname__) is not self:
+            raise pickle.PicklingError(
+                f"Can't pickle {self.fn!r}: it's not found as {self.__module__}."
+                f"{self.__qualname__}")
+        return _resolve, (self.__module__, self.__qualname__)
+
 
 class _BoundSliced:
     """A sliced method bound to an instance (the instance is an ordinary host argument)."""
@@ -253,6 +266,20 @@ class _BoundSliced:
 
     def stats(self):
         return self._sliced.stats()
+
+    def __reduce__(self):  # as a bound method: the instance and the method's name
+        return getattr, (self._obj, self._sliced.__name__)
+
+
+def _resolve(module: str, qualname: str) -> Any:
+    """The object named `module.qualname` (None where there is none)."""
+    try:
+        obj = sys.modules.get(module) or importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return None
+    return obj
 
 
 _wrappers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

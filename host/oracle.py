@@ -31,6 +31,40 @@ _TF_CONTEXT_MAKERS = (tf.name_scope, tf.device)  # functions in TF 2, classes in
 _CONSTANT_MAKERS = (tf.constant, tf.convert_to_tensor)
 _EFFECT_MODULES = ("tensorflow.python.ops.logging_ops", "tensorflow.python.ops.check_ops",
                    "tensorflow.python.ops.summary_ops_v2")
+# Python-level TF utilities are not TF ops: eager runs them as Python on every call (they
+# print, read or set process state, return Python values), and in a traced part they would
+# run once, symbolically, or answer differently (tf.executing_eagerly() is False there).
+# Rule: a `tensorflow` callable from one of these modules, or named below, runs on the host
+# (Kind.HOST: it may touch TF state, so it keeps its place among host effects).
+_HOST_TF_MODULES = (
+    "tensorflow.python.autograph.utils.ag_logging",  # tf.autograph.trace, set_verbosity
+    "tensorflow.python.eager.context",  # tf.executing_eagerly, set_log_device_placement
+    "tensorflow.python.framework.config",  # tf.config.*
+    "tensorflow.python.eager.polymorphic_function.eager_function_run",  # run_functions_eagerly
+    "tensorflow.python.platform.tf_logging",  # tf.get_logger
+    "tensorflow.python.framework.random_seed",  # tf.random.set_seed
+    "tensorflow.python.debug.lib.check_numerics_callback",  # enable_check_numerics
+)
+_HOST_TF_NAMES = (  # dotted names under `tf` whose modules also hold real ops
+    "summary.create_file_writer", "summary.create_noop_writer", "summary.record_if",
+    "summary.should_record_summaries", "summary.experimental.set_step",
+    "summary.experimental.get_step", "summary.flush", "is_tensor", "get_static_value",
+    "inside_function", "executing_eagerly",
+)
+
+
+def _resolve(dotted: str) -> Any:
+    obj: Any = tf
+    for part in dotted.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
+_HOST_TF_FUNCTIONS = tuple(f for f in map(_resolve, _HOST_TF_NAMES) if f is not None)
+
+
+def _host_tf_utility(obj: Any, module: str) -> bool:
+    return module in _HOST_TF_MODULES or any(obj is f for f in _HOST_TF_FUNCTIONS)
 
 
 def classify(obj: Any) -> Kind:
@@ -65,6 +99,8 @@ def classify(obj: Any) -> Kind:
         if obj in _CONSTANT_MAKERS:
             return Kind.TF_CONSTANT
         if _top(module) == "tensorflow":
+            if _host_tf_utility(obj, module):
+                return Kind.HOST
             return Kind.TF_EFFECT_OP if module in _EFFECT_MODULES else Kind.TF_OP
         if _top(module) in _HOST_MODULES or isinstance(obj, np.ufunc):
             return Kind.HOST_FN

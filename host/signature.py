@@ -35,6 +35,8 @@ def describe(value: Any, dynamic: bool = False, relaxed: tuple | None = None) ->
         return ("python", type(value).__name__)
     if isinstance(value, (np.ndarray, np.generic)):
         return ("array", value.dtype.str, np.shape(value))
+    if isinstance(value, _COMPOSITE):
+        return ("composite", type(value).__qualname__, _spec(value))
     if type(value) in (tuple, list) and len(value) <= MAX_DESCRIBED and any(
             _holds_tensor(v) for v in value):
         return ("sequence", type(value).__name__, tuple(describe(v) for v in value))
@@ -44,6 +46,19 @@ def describe(value: Any, dynamic: bool = False, relaxed: tuple | None = None) ->
             type(k) is str for k in value):
         return ("mapping", tuple((k, describe(v)) for k, v in value.items()))
     return ("object", type(value).__qualname__, id(type(value)))
+
+
+_COMPOSITE = (tf.__internal__.CompositeTensor, tf.IndexedSlices)
+
+
+def _spec(value: Any) -> Any:
+    """A composite tensor's TypeSpec (dtype, shape, ragged rank...), or its type."""
+    try:
+        spec = tf.type_spec_from_value(value)
+        hash(spec)
+        return spec
+    except (TypeError, ValueError):
+        return type(value).__qualname__
 
 
 def _holds_tensor(value: Any) -> bool:
@@ -73,6 +88,9 @@ def arg_fact(entry: tuple, value: Any) -> ArgFact:
         return ArgFact(Kind.HOST_DATA, python_type=entry[1])
     if what == "array":
         return ArgFact(Kind.HOST_DATA, dtype=entry[1], shape=entry[2], python_type="ndarray")
+    if what == "composite":  # RaggedTensor, SparseTensor, IndexedSlices: never baked in
+        # as a constant; what reads it runs on the host, every call, on this call's value
+        return ArgFact(Kind.HOST_ONLY, python_type=entry[1])
     if what in ("sequence", "mapping"):  # *args, **kwargs, a list of tensors
         kind = Kind.TENSOR if _all_tensors(entry) else Kind.HOST_DATA
         length = len(entry[2]) if what == "sequence" and kind == Kind.TENSOR else None
@@ -119,6 +137,8 @@ def text(entry: tuple) -> str:
         return "dict (" + ", ".join(f"{k}: {text(e)}" for k, e in entry[1]) + ")"
     if what == "variable":
         return "a tf.Variable"
+    if what == "composite":
+        return f"a {entry[1]} ({entry[2]})"
     return f"a {entry[1]}"
 
 

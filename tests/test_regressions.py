@@ -228,8 +228,6 @@ def test_item02_optimizer_apply_gradients_after_sliced_calls():
 
 
 # item 3 -------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="issue 13 item 3: ragged/sparse arguments are baked "
-                                       "in from the profile call")
 def test_item03_ragged_and_sparse_arguments_are_not_baked_in():
     """Eager: each call sums the ragged (sparse) tensor it is given.
     gpe: a RaggedTensor/SparseTensor is described as an opaque "object" in the call key and
@@ -447,8 +445,6 @@ def test_item06_python_ints_and_bools_from_plain_assignments_stay_python():
 
 
 # item 7 -------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="issue 13 item 7: tf.autograph.trace runs in the TF "
-                                       "part (once, symbolic)")
 def test_item07_host_side_effect_of_a_tf_value_runs_every_call():
     """Eager: `tf.autograph.trace(loss)` prints the value at each call (like print).
     gpe: tf.autograph.trace is classified as a TF op (every callable from a `tensorflow`
@@ -466,8 +462,6 @@ def test_item07_host_side_effect_of_a_tf_value_runs_every_call():
     exact(make, [(X,), (X * 2,), (X * 3,)])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 7 (same cause): tf.executing_eagerly() "
-                                       "runs in the TF part")
 def test_item07_tf_introspection_call_stays_on_the_host():
     """Eager: `tf.executing_eagerly()` is the Python bool True.
     gpe: it is placed in the TF part (a `tensorflow` callable), so sliced calls return a
@@ -1003,8 +997,6 @@ POOL = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 15: gpe run breaks pickling; CLI "
-                                       "errors end in tracebacks")
 @pytest.mark.timeout(600)
 def test_item15_gpe_run_pickling_and_cli_errors(tmp_path):
     """Plain Python: the script's Pool.map of one of its functions works.

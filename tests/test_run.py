@@ -223,3 +223,50 @@ def test_gpe_run_on_a_keras_subclassed_model_script(tmp_path):
     report = sliced.stderr[sliced.stderr.index("gpe report"):]
     # first call: the model is not built yet; then 3 profile calls; then sliced
     assert "Trainer.train_step: 12 calls, 8 sliced, 4 eager" in report, report
+
+
+PICKLING = """
+import multiprocessing as mp
+import pickle
+import tensorflow as tf
+
+def square(v):
+    return v * v
+
+class Box:
+    def __init__(self, k):
+        self.k = k
+
+    def add(self, v):
+        return float(tf.constant(v) + self.k)
+
+if __name__ == "__main__":
+    print(pickle.loads(pickle.dumps(square)) is square, pickle.loads(pickle.dumps(Box(2.0).add))(1.0))
+    with mp.get_context("spawn").Pool(1) as pool:  # the child resolves the plain function
+        print(pool.map(square, [1, 2, 3]), pool.map(Box(1.0).add, [1.0]))
+"""
+
+
+def test_gpe_run_functions_pickle_by_name(tmp_path):
+    """A wrapped function pickles as a function does (by module and qualified name: the same
+    wrapper here, the plain function in a spawned child); a sliced bound method as a bound
+    method (its instance and name)."""
+    (tmp_path / "pickling.py").write_text(PICKLING)
+    plain = run([sys.executable, "pickling.py"], tmp_path)
+    sliced = run([sys.executable, "-m", "gpe.cli", "run", "pickling.py"], tmp_path)
+    assert plain.returncode == 0 and sliced.returncode == 0, sliced.stderr[-2000:]
+    assert sliced.stdout == plain.stdout == "True 3.0\n[1, 4, 9] [2.0]\n"
+
+
+def test_gpe_cli_bad_input_is_one_line_and_status_2(tmp_path):
+    (tmp_path / "mod.py").write_text("import os\n\ndef f(x):\n    return x\n")
+    (tmp_path / "pkg").mkdir()
+    cases = {("explain", "mod.py:os"): "is not a function", ("explain", "pkg:f"): "not a file",
+             ("run", "pkg"): "not a file", ("bench", "--calls", "0"): "--calls must be",
+             ("bench", "--repeats", "-2"): "--repeats must be"}
+    for args, message in cases.items():
+        done = run([sys.executable, "-m", "gpe.cli", *args], tmp_path)
+        last = done.stderr.strip().splitlines()[-1]
+        assert done.returncode == 2 and last.startswith("gpe: ") and message in last, (args, last)
+    bare = run([sys.executable, "-m", "gpe.cli", "run"], tmp_path)
+    assert bare.returncode == 2 and bare.stderr.strip().endswith("required: SCRIPT")
