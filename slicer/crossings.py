@@ -250,6 +250,11 @@ class _Crossings:
             host_writes |= {n.id for n in gast.walk(stmt.target) if isinstance(n, gast.Name)}
         tf_reads = {n for c in tf_stmts for n in anno.get(c, Key.READS, ())}
         self._host_order(stmt)
+        # a name the host rebinds or mutates inside, from a value it reads there (`y[0] =
+        # y[0] * 2`, `n = n + 1`): its value from before the statement comes to the host
+        host_reads = {n for c in inner if anno.get(c, Key.PLACE) != Place.TF
+                      and not anno.get(c, Key.MIRROR) for n in anno.get(c, Key.READS, ())}
+        self._to_host(sorted(host_writes & host_reads), stmt)
         carried = tuple(sorted(n for n in tf_writes if s.side.get(n, _LOST) != _LOST))
         send = self._sends(set(carried) | (tf_reads - tf_writes - host_writes), stmt)
         if send and s.host_work:
