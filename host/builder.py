@@ -63,6 +63,10 @@ class Builder:
             except Refusal:
                 self._unbuilt(unbuilt)
                 raise
+            except Exception as exc:  # a slicer defect: the call runs eagerly, with why
+                log.debug("slicing %s failed", self.owner.__qualname__, exc_info=True)
+                raise Refusal("slicer-error", f"the slicer failed: {type(exc).__name__}: "
+                              f"{exc}") from exc
         self._unbuilt(unbuilt)
         candidates.append((plan, self._capture_types(plan, values)))
         self.last_plan = plan

@@ -938,8 +938,6 @@ def test_item13_function_works_after_ctrl_c_during_a_wait(tmp_path):
 SCALE = 2.0
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 14: slicer failures make working "
-                                       "functions fail")
 def test_item14_slicer_failures_fall_back_instead_of_failing():
     """Eager: the three functions run (a `return` inside `with` -> `if` -> `with`; a Python
     value assigned in an outer tensor `while` body and used in an inner one; a local that
