@@ -63,6 +63,10 @@ class Builder:
             except Refusal:
                 self._unbuilt(unbuilt)
                 raise
+            except Exception as exc:  # a slicer defect: the call runs eagerly, with why
+                log.debug("slicing %s failed", self.owner.__qualname__, exc_info=True)
+                raise Refusal("slicer-error", f"the slicer failed: {type(exc).__name__}: "
+                              f"{exc}") from exc
         self._unbuilt(unbuilt)
         candidates.append((plan, self._capture_types(plan, values)))
         self.last_plan = plan
@@ -87,7 +91,7 @@ class Builder:
         callee = self.owner.callee
 
         def observe(index, vals):
-            observed[index] = list(vals)
+            observed[index] = [_snapshot(v) for v in vals]
 
         def observe_call(slot, fn, *call_args, **call_kwargs):
             """A call of a function gpe slices too: which of its variants this call takes
@@ -156,3 +160,13 @@ def _host_values_only(plan: SlicePlan, runs: list) -> None:
 
 def _is_tensor(value) -> bool:
     return isinstance(value, (tf.Tensor, tf.Variable)) or hasattr(value, "_gpe_pending")
+
+
+def _snapshot(value):
+    """A crossing value as it is now: a list or dict the function mutates later (`buf.append`)
+    is copied, so the profile sees the layout that crossed."""
+    if type(value) in (list, tuple):
+        return type(value)(_snapshot(v) for v in value)
+    if type(value) is dict:
+        return {k: _snapshot(v) for k, v in value.items()}
+    return value

@@ -17,25 +17,30 @@ from gpe.slicer.hoist import is_tf_with
 
 
 def resolve(fn: gast.FunctionDef) -> None:
+    local = {a.id for a in gast.walk(fn.args) if isinstance(a, gast.Name)}
+    local |= {n.id for n in gast.walk(fn) if isinstance(n, gast.Name)
+              and isinstance(n.ctx, (gast.Store, gast.Del))}
     for stmt in fn.body:
-        _statement(stmt)
+        _statement(stmt, frozenset(local))
 
 
-def _statement(stmt: gast.stmt) -> None:
+def _statement(stmt: gast.stmt, local: frozenset) -> None:
     if is_tf_with(stmt):  # the TF part keeps the block: its statements are analysed alone
         parts = [item.context_expr for item in stmt.items]
         parts += [item.optional_vars for item in stmt.items if item.optional_vars is not None]
         for child in stmt.body:
-            _statement(child)
+            _statement(child, local)
     else:
         parts = [stmt]
         if isinstance(stmt, (gast.For, gast.While, gast.If)):
             for child in stmt.body + stmt.orelse:
-                _statement(child)
+                _statement(child, local)
     reads: set[str] = set()
     writes: set[str] = set()
     for part in parts:
         _collect(part, reads, writes, nested=False)
+    # a local container changed in place (`buf[0] = ...`, `buf.append(...)`) is written
+    writes |= {n for part in parts for n in _mutated_roots(part)} & local
     if isinstance(stmt, gast.AugAssign) and isinstance(stmt.target, gast.Name):
         reads.add(stmt.target.id)
     anno.set(stmt, Key.READS, frozenset(reads))
@@ -58,3 +63,38 @@ def _collect(node: gast.AST, reads: set, writes: set, nested: bool) -> None:
         return
     for child in gast.iter_child_nodes(node):
         _collect(child, reads, writes, inner)
+
+
+MUTATING_METHODS = frozenset({
+    "append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update",
+    "setdefault", "popitem", "add", "discard", "__setitem__", "__delitem__",
+})
+"""Methods of Python containers that change them in place."""
+
+
+def _mutated_roots(node: gast.AST):
+    """Roots of the container mutations in `node`, outside nested functions."""
+    if isinstance(node, (gast.FunctionDef, gast.Lambda, gast.ClassDef)):
+        return
+    root = _mutated_root(node)
+    if root is not None:
+        yield root
+    for child in gast.iter_child_nodes(node):
+        yield from _mutated_roots(child)
+
+
+def _mutated_root(node: gast.AST) -> str | None:
+    """The local name a container mutation changes in place: `buf[0] = ...`, `del d[k]`,
+    `buf.append(...)` write `buf` (the TF part must not keep a stale copy of it)."""
+    if isinstance(node, gast.Subscript) and isinstance(node.ctx, (gast.Store, gast.Del)):
+        return _root_name(node.value)
+    if (isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute)
+            and node.func.attr in MUTATING_METHODS):
+        return _root_name(node.func.value)
+    return None
+
+
+def _root_name(node: gast.AST) -> str | None:
+    while isinstance(node, gast.Subscript):
+        node = node.value
+    return node.id if isinstance(node, gast.Name) else None

@@ -69,10 +69,18 @@ class _State:
     # where the TF part last waited for the host: (statement, Key.GATE or Key.EACH), or
     # None for the call's entry
     gate: tuple | None = None
+    # names bound by host statements since the TF part last waited for the host (a value
+    # is never sent with an earlier wait, before its definition)
+    host_defs: set = field(default_factory=set)
 
     def copy(self) -> "_State":
         return _State(dict(self.side), dict(self.defs), set(self.on_tf), set(self.on_host),
-                      self.host_work, self.state_touched, self.tf_since_check, self.gate)
+                      self.host_work, self.state_touched, self.tf_since_check, self.gate,
+                      set(self.host_defs))
+
+    def late(self, names) -> bool:
+        """Host work came since the last wait, or some of `names` were bound since."""
+        return self.host_work or bool(self.host_defs.intersection(names))
 
 
 class _Crossings:
@@ -112,9 +120,10 @@ class _Crossings:
         if arguments:  # known when the call starts: sent then, with their exact shapes
             self.entry.extend(n for n in arguments if n not in self.entry)
             needed = [n for n in needed if n not in arguments]
-        if needed and not s.host_work:
+        late = s.late(needed)
+        if needed and not late:
             self._send_earlier(needed)
-        gate_here = s.host_work and (needed or anno.get(stmt, Key.EFFECT) or s.state_touched)
+        gate_here = late and (needed or anno.get(stmt, Key.EFFECT) or s.state_touched)
         if gate_here:
             if _inside_nested_with(self.parsed.node, stmt):
                 raise Refusal("unsupported-order",
@@ -132,6 +141,7 @@ class _Crossings:
         anno.set(stmt, Key.GATE, tuple(names))
         self._set_rescue(stmt, Key.RESCUE)
         s.host_work = s.state_touched = False
+        s.host_defs = set()
         s.gate = (stmt, Key.GATE)
 
     def _set_rescue(self, stmt: gast.stmt, key: Key) -> None:
@@ -187,6 +197,7 @@ class _Crossings:
         self._to_host(sorted(anno.get(stmt, Key.READS)), stmt)
         if not _trivial(stmt):
             self.s.host_work = True
+        self.s.host_defs.update(anno.get(stmt, Key.WRITES, ()))
         self._define(stmt, _HOST)
 
     def _host_order(self, stmt: gast.stmt) -> None:
@@ -250,9 +261,14 @@ class _Crossings:
             host_writes |= {n.id for n in gast.walk(stmt.target) if isinstance(n, gast.Name)}
         tf_reads = {n for c in tf_stmts for n in anno.get(c, Key.READS, ())}
         self._host_order(stmt)
+        # a name the host rebinds or mutates inside, from a value it reads there (`y[0] =
+        # y[0] * 2`, `n = n + 1`): its value from before the statement comes to the host
+        host_reads = {n for c in inner if anno.get(c, Key.PLACE) != Place.TF
+                      and not anno.get(c, Key.MIRROR) for n in anno.get(c, Key.READS, ())}
+        self._to_host(sorted(host_writes & host_reads), stmt)
         carried = tuple(sorted(n for n in tf_writes if s.side.get(n, _LOST) != _LOST))
         send = self._sends(set(carried) | (tf_reads - tf_writes - host_writes), stmt)
-        if send and s.host_work:
+        if send and s.late(send):
             self._set_gate(stmt, send)
         elif send:
             self._send_earlier(send)
@@ -275,6 +291,7 @@ class _Crossings:
             anno.set(stmt, Key.EACH, ())
             touched = self.s.state_touched
             self.s.host_work = self.s.state_touched = False
+            self.s.host_defs = set()
             self.s.gate = (stmt, Key.EACH)
             self.loops.append(stmt)
             self._set_rescue(stmt, Key.RESCUE_EACH)  # held when an iteration starts
@@ -339,6 +356,7 @@ def _merge(ends: list[_State]) -> _State:
     out.on_tf = set.intersection(*(e.on_tf for e in ends))
     out.on_host = set.intersection(*(e.on_host for e in ends))
     out.host_work = True
+    out.host_defs = set().union(*(e.host_defs for e in ends))
     out.state_touched = any(e.state_touched for e in ends)
     out.tf_since_check = any(e.tf_since_check for e in ends)
     return out

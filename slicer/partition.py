@@ -24,6 +24,7 @@ import gast
 
 from gpe.slicer import anno, templates
 from gpe.slicer.anno import Key
+from gpe.slicer.errors import Refusal
 from gpe.slicer.facts import Facts, Kind
 from gpe.slicer.parser import Parsed
 from gpe.slicer.placement import Place
@@ -152,6 +153,10 @@ class _Partition:
                     if carried is not None:
                         target = self.writer.resume(k, target, carried)
                 continue
+            if carried is None and (anno.get(stmt, Key.MIRROR) or anno.get(stmt, Key.NESTED)):
+                raise Refusal("unsupported-order", "a loop, `if` or sliced call the host "
+                              "decides inside a TF `with` block", "move it out of the block",
+                              self.parsed.filename, stmt.lineno)
             if anno.get(stmt, Key.MIRROR):
                 target = self.follow.mirror(stmt, target, carried, crossing)
             elif anno.get(stmt, Key.NESTED):

@@ -551,8 +551,6 @@ def test_item08_mixed_host_and_tf_programs_match_eager():
     exact(make_c, [(x,) for x in XS])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 8: a list the host mutates in place "
-                                       "keeps its old contents in the TF part")
 def test_item08_list_mutated_on_the_host_then_read_by_tf_work():
     """A mixed program that differs from eager from the first sliced call on (returned
     values and a variable), and its minimal form.
@@ -665,8 +663,6 @@ LIST_LOOP = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 10: a list element updated on the host "
-                                       "in a tensor while loop never ends the loop")
 @pytest.mark.timeout(300)
 def test_item10_while_on_a_list_element_ends(tmp_path):
     """Eager: `y = [b]; while y[0] <= 10: y[0] = y[0] * 2` ends (12, 12, 20, 16).
@@ -934,8 +930,6 @@ def test_item13_function_works_after_ctrl_c_during_a_wait(tmp_path):
 SCALE = 2.0
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 14: slicer failures make working "
-                                       "functions fail")
 def test_item14_slicer_failures_fall_back_instead_of_failing():
     """Eager: the three functions run (a `return` inside `with` -> `if` -> `with`; a Python
     value assigned in an outer tensor `while` body and used in an inner one; a local that
