@@ -331,8 +331,6 @@ TF_PRINT = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 5: tf.print is not ordered with host "
-                                       "output")
 @pytest.mark.timeout(300)
 def test_item05_tf_print_keeps_its_place_among_host_prints(tmp_path):
     """Eager (stdout and stderr in one pipe): host before, tf 0, host after, between 0, ...

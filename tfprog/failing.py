@@ -14,6 +14,9 @@ _FAILS_ON_VALUES = frozenset({
     "MatrixInverse", "MatrixDeterminant", "MatrixSolve", "StringToNumber", "DecodeRaw",
     "PyFunc", "EagerPyFunc", "Bincount", "Multinomial", "TensorListGetItem", "Range",
 })
+# Output ops: the host waits for them as for ops that can fail, so what they write keeps
+# its place among the host's output (tf.print, as eagerly).
+_FAILS_ON_VALUES |= frozenset({"PrintV2", "Print", "WriteFile"})
 _INTEGER_DIVISION = frozenset({"Div", "FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod"})
 _SHAPE_SAFE = frozenset({
     "Identity", "Cast", "Const", "NoOp", "Neg", "Abs", "Exp", "Log", "Relu", "Tanh", "Sigmoid",
