@@ -35,6 +35,7 @@ def slice_function(fn: Callable, facts: Facts) -> SlicePlan:
     """Slice `fn` under `facts`. Raises Refusal when it cannot (it then runs eagerly)."""
     parsed = parse(fn)
     _check_args(parsed)
+    _explicit_end(parsed.node)
     analyse(parsed, facts)
     return partition.transform(parsed, facts)  # needs crossings: the three programs
 
@@ -68,6 +69,19 @@ def _callee_kind(fn: Any, arg_kinds: list[Kind], facts: Facts) -> Kind | None:
     analysed by these passes up to placement (slicer/callees.py)."""
     return callees.kind_of_call(fn, arg_kinds, facts,
                                 functools.partial(analyse, until=Pass.PLACEMENT))
+
+
+def _explicit_end(fn: gast.FunctionDef) -> None:
+    """`return None` where the body can fall off its end: the host statement where it
+    waits for TF work that can fail (a failing assert raises at the call, as eagerly)."""
+    last = fn.body[-1]
+    if isinstance(last, (gast.Return, gast.Raise)):
+        return
+    end = gast.Return(value=gast.Constant(value=None, kind=None))
+    line = getattr(last, "end_lineno", None) or last.lineno
+    for node in gast.walk(end):
+        node.lineno, node.end_lineno, node.col_offset, node.end_col_offset = line, line, 0, 0
+    fn.body.append(end)
 
 
 def _check_args(parsed) -> None:

@@ -258,8 +258,6 @@ def test_item03_ragged_and_sparse_arguments_are_not_baked_in():
 SIGNS = [(tf.constant(1.0),), (tf.constant(2.0),), (tf.constant(-1.0),), (tf.constant(3.0),)]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 4: a failing assert does not stop the "
-                                       "rest of the call / does not raise at the call")
 def test_item04_failing_assert_stops_the_rest_of_the_call():
     """Eager: a failing `tf.debugging.assert_positive` / `tf.Assert` raises
     InvalidArgumentError at that line; the variable write after it does not happen.
@@ -329,8 +327,6 @@ TF_PRINT = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 5: tf.print is not ordered with host "
-                                       "output")
 @pytest.mark.timeout(300)
 def test_item05_tf_print_keeps_its_place_among_host_prints(tmp_path):
     """Eager (stdout and stderr in one pipe): host before, tf 0, host after, between 0, ...

@@ -23,6 +23,7 @@ from tensorflow.python.types import core
 from gpe.slicer.plan import ChannelKind, SlicePlan
 from gpe.tfprog.channels import ValueSpec, flatten, python_spec, unflatten
 from gpe.tfprog.exact import exact_arithmetic
+from gpe.tfprog.failing import can_fail
 
 _RESOURCE = tf.TensorSpec([], tf.resource)
 
@@ -401,36 +402,8 @@ class _TraceRuntime:
         return out
 
 
-# Ops that can fail on the values they get. Shapes into the graph are exact where known,
-# so shape errors are found when tracing; where a shape is unknown (a value computed on
-# the host mid-call) any op but a few element-wise ones may fail on it too.
-_FAILS_ON_VALUES = frozenset({
-    "GatherV2", "GatherNd", "ResourceGather", "ResourceGatherNd", "ScatterNd",
-    "TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub", "ResourceScatterUpdate",
-    "ResourceScatterAdd", "ResourceScatterSub", "ResourceScatterNdUpdate", "ResourceScatterNdAdd",
-    "Assert", "CheckNumerics", "CheckNumericsV2", "UnsortedSegmentSum", "UnsortedSegmentMax",
-    "UnsortedSegmentMin", "SegmentSum", "SegmentMean", "SparseToDense", "Cholesky",
-    "MatrixInverse", "MatrixDeterminant", "MatrixSolve", "StringToNumber", "DecodeRaw",
-    "PyFunc", "EagerPyFunc", "Bincount", "Multinomial", "TensorListGetItem", "Range",
-})
-_INTEGER_DIVISION = frozenset({"Div", "FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod"})
-_SHAPE_SAFE = frozenset({
-    "Identity", "Cast", "Const", "NoOp", "Neg", "Abs", "Exp", "Log", "Relu", "Tanh", "Sigmoid",
-    "Square", "Sqrt", "Shape", "Size", "Rank", "ReadVariableOp", "QueueDequeueV2",
-    "QueueEnqueueV2", "ZerosLike", "OnesLike",
-})
 LINE_SCOPE = re.compile(r"gpe(\d+)_L(\d+)")  # ops of part N from user line L: gpeN_LL/...
 _part_ids = itertools.count(1)
-
-
-def can_fail(op) -> bool:
-    """Whether running `op` can raise on the values it gets (beyond what tracing checked)."""
-    if op.type in _FAILS_ON_VALUES:
-        return True
-    if op.type in _INTEGER_DIVISION:
-        return op.inputs[0].dtype.is_integer
-    return op.type not in _SHAPE_SAFE and any(
-        not t.shape.is_fully_defined() for t in op.inputs)
 
 
 def _always(alive) -> bool:

@@ -1,0 +1,76 @@
+"""Which ops of a TF part can fail at run time on the values they get (the host waits for
+those before its next statement; an effect after them is ordered after them)."""
+from __future__ import annotations
+
+# Ops that can fail on the values they get. Shapes into the graph are exact where known,
+# so shape errors are found when tracing; where a shape is unknown (a value computed on
+# the host mid-call) any op but a few element-wise ones may fail on it too.
+_FAILS_ON_VALUES = frozenset({
+    "GatherV2", "GatherNd", "ResourceGather", "ResourceGatherNd", "ScatterNd",
+    "TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub", "ResourceScatterUpdate",
+    "ResourceScatterAdd", "ResourceScatterSub", "ResourceScatterNdUpdate", "ResourceScatterNdAdd",
+    "Assert", "CheckNumerics", "CheckNumericsV2", "UnsortedSegmentSum", "UnsortedSegmentMax",
+    "UnsortedSegmentMin", "SegmentSum", "SegmentMean", "SparseToDense", "Cholesky",
+    "MatrixInverse", "MatrixDeterminant", "MatrixSolve", "StringToNumber", "DecodeRaw",
+    "PyFunc", "EagerPyFunc", "Bincount", "Multinomial", "TensorListGetItem", "Range",
+})
+# Output ops: the host waits for them as for ops that can fail, so what they write keeps
+# its place among the host's output (tf.print, as eagerly).
+_FAILS_ON_VALUES |= frozenset({"PrintV2", "Print", "WriteFile"})
+_INTEGER_DIVISION = frozenset({"Div", "FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod"})
+_SHAPE_SAFE = frozenset({
+    "Identity", "Cast", "Const", "NoOp", "Neg", "Abs", "Exp", "Log", "Relu", "Tanh", "Sigmoid",
+    "Square", "Sqrt", "Shape", "Size", "Rank", "ReadVariableOp", "QueueDequeueV2",
+    "QueueEnqueueV2", "ZerosLike", "OnesLike",
+})
+
+def can_fail(op) -> bool:
+    """Whether running `op` can raise on the values it gets (beyond what tracing checked)."""
+    if op.type in _FAILS_ON_VALUES:
+        return True
+    if op.type in _FUNCTION_ATTRS:
+        return any(_body_can_fail(op.graph, name, set()) for name in _bodies_of(op))
+    if op.type in _INTEGER_DIVISION:
+        return op.inputs[0].dtype.is_integer
+    return op.type not in _SHAPE_SAFE and any(
+        not t.shape.is_fully_defined() for t in op.inputs)
+
+
+_FUNCTION_ATTRS = {
+    "If": ("then_branch", "else_branch"), "StatelessIf": ("then_branch", "else_branch"),
+    "While": ("cond", "body"), "StatelessWhile": ("cond", "body"), "Case": ("branches",),
+    "StatelessCase": ("branches",), "PartitionedCall": ("f",), "StatefulPartitionedCall": ("f",),
+}
+"""Ops that run function bodies: they can fail when an op of a body can."""
+
+
+def _bodies_of(op) -> list[str]:
+    names = []
+    for attr in _FUNCTION_ATTRS.get(op.type, ()):
+        try:
+            value = op.get_attr(attr)
+        except ValueError:
+            continue
+        names += [f.name for f in value] if isinstance(value, list) else [value.name]
+    return names
+
+
+def _body_can_fail(graph, name: str, seen: set) -> bool:
+    """Whether the function `name` (a body of a control-flow or call op) has an op that can
+    fail on its values; unknown functions are assumed to fail."""
+    if name in seen:
+        return False
+    seen.add(name)
+    fn = graph._get_function(name)  # pylint: disable=protected-access
+    definition = getattr(fn, "definition", None) if fn is not None else None
+    if definition is None:
+        return True
+    for node in definition.node_def:
+        if node.op in _FAILS_ON_VALUES:
+            return True
+        for attr in _FUNCTION_ATTRS.get(node.op, ()):
+            value = node.attr[attr]
+            bodies = [f.name for f in value.list.func] if attr == "branches" else [value.func.name]
+            if any(_body_can_fail(graph, b, seen) for b in bodies):
+                return True
+    return False
