@@ -63,7 +63,8 @@ class Result:
 
 def call_args(seed: int, calls: int = 6) -> list[tuple]:
     """The arguments of each call: (x values, n, flag, scale). Two calls with the profile
-    call's values, then changed values, a changed n, flag or scale, and a changed shape."""
+    call's values, then changed values, a changed n, flag or scale (sometimes to an int or
+    a tensor), and a changed shape."""
     import random
     r = random.Random(seed * 7919 + 1)
 
@@ -81,7 +82,8 @@ def call_args(seed: int, calls: int = 6) -> list[tuple]:
         elif c == 3:
             flag = not flag
         elif c == 4:
-            scale = r.choice([0.5, 1.5, -0.5, 2.0])
+            # mostly a float; sometimes an int or a float32 tensor (["tensor", value])
+            scale = r.choice([0.5, 1.5, -0.5, 2.0, 2, ["tensor", 0.5], ["tensor", -1.5]])
         else:
             x = vec(r.choice([2, 4]) if len(x) == 3 else 3)
         out.append((x, n, flag, scale))
@@ -199,13 +201,17 @@ def execute(path: str, args: list[tuple], sliced: bool, mode: str = "main") -> O
     with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out):
         warnings.simplefilter("always")
         for xs, n, flag, scale in args:
+            if isinstance(scale, list):
+                scale = tf.constant(scale[1], tf.float32)
             try:
                 value = target(tf.constant(xs, tf.float32), n, flag, scale)
                 results.append(normalise(value))
             except Exception as exc:  # compared like any other result
                 results.append(normalise(exc))
         variables = {k: normalise(v.numpy()) for k, v in ns.items() if isinstance(v, tf.Variable)}
-        log = normalise(ns["LOG"])
+        # the program's plain module state: LOG, and COUNT and STATE where it has them
+        log = normalise({k: v for k, v in ns.items() if k.isupper()
+                         and isinstance(v, (int, float, list, dict))})
     observed = Observed(results, variables, log, out.getvalue())
     observed.warnings = sorted({str(w.message).splitlines()[0][:200] for w in caught
                                 if type(w.message).__name__ == "GpeWarning"})
@@ -232,7 +238,7 @@ def compare(eager: Observed, under: Observed) -> tuple[str, str]:
             return "diff", (f"variable {name}: eager {show(eager.variables[name])}; "
                             f"gpe {show(under.variables.get(name))}")
     if eager.log != under.log:
-        return "diff", f"LOG: eager {show(eager.log)}; gpe {show(under.log)}"
+        return "diff", f"globals: eager {show(eager.log)}; gpe {show(under.log)}"
     if eager.stdout != under.stdout:
         a, b = eager.stdout.splitlines(), under.stdout.splitlines()
         k = next((i for i, (p, q) in enumerate(zip(a, b)) if p != q), min(len(a), len(b)))

@@ -66,6 +66,9 @@ class Gen:
         self.helpers: list[tuple[str, list[str], str]] = []  # name, param kinds, result kind
         self.vars: dict[str, str] = {}                         # variable name -> kind
         self.prints = 0
+        self.globals_used = False
+        self.pure = False  # a helper of TF work only (no host conversions)
+        self.current_result = None
 
     # -- helpers -------------------------------------------------------------------------
     def chance(self, p: float) -> bool:
@@ -90,7 +93,7 @@ class Gen:
         names = s.of(VEC)
         if d >= 2 or (names and self.chance(0.35)):
             return self.pick(names)
-        c = self.r.randrange(12)
+        c = self.r.randrange(10 if self.pure else 11 if d else 12)
         v = lambda: self.vec(s, d + 1)  # noqa: E731
         if c == 0:
             return f"tf.tanh({v()})"
@@ -116,7 +119,8 @@ class Gen:
             return f"tf.where({w} > 0, {w}, -{w})"
         if c == 10:
             w = self.pick(names)
-            return f"{w} - tf.reduce_mean({w})"
+            return self.pick([f"{w} - tf.reduce_mean({w})", f"tf.constant({w}.numpy() * 2.0)",
+                              f"{w} + {w}.numpy()", f"tf.concat([{w}[1:], {w}[:1]], 0)"])
         return f"tf.sin({v()}) * 2.0"
 
     def sc(self, s: Scope, d: int = 0) -> str:
@@ -127,7 +131,7 @@ class Gen:
             return f"tf.reduce_sum({self.pick(s.of(VEC))})"
         if names and self.chance(0.3):
             return self.pick(names)
-        opts = ["red", "red", "const", "cast", "arith", "square"]
+        opts = ["red", "red", "const", "cast", "arith", "square", "index"]
         if "V_s" in self.vars:
             opts += ["vs", "vs"]
         if "V_v" in self.vars:
@@ -146,6 +150,8 @@ class Gen:
             return f"tf.{fn}({self.vec(s, d + 1)})"
         if c == "const":
             return f"tf.constant({self.const()})"
+        if c == "index":
+            return f"{self.pick(s.of(VEC))}[{self.pick(['0', '-1', '1'])}]"
         if c == "cast":
             return f"tf.cast({self.int_(s, d + 1)}, tf.float32)"
         if c == "arith":
@@ -164,16 +170,20 @@ class Gen:
                               f"tf.reduce_sum(tf.stack({l}))"])
         if c == "dct":
             dn = self.pick(s.of(DCT))
-            return self.pick([f'{dn}["a"]', f'{dn}.get("b", {self.sc(s, d + 1)})'])
+            return self.pick([f"{dn}['a']", f"{dn}.get('b', {self.sc(s, d + 1)})"])
         return f"{self.sc(s, d + 1)} * {self.pick(s.of(FLT))}"
 
     def int_(self, s: Scope, d: int = 0) -> str:
         names = s.of(INT)
+        if self.pure:
+            return self.pick(names) if names and self.chance(0.5) else str(self.r.randrange(4))
         if names and (d >= 2 or self.chance(0.4)):
             return self.pick(names)
         if d >= 2:
             return str(self.r.randrange(4))
-        opts = ["lit", "arith", "count", "tensor"]
+        opts = ["lit", "arith", "count", "tensor", "shape"]
+        if self.globals_used:
+            opts.append("global")
         if s.of(LST):
             opts.append("len")
         if s.of(DCT):
@@ -190,19 +200,29 @@ class Gen:
             return f"int(tf.reduce_sum(tf.cast({self.vec(s, d + 1)} > 0, tf.int32)))"
         if c == "tensor":
             return f"int({atom(self.sc(s, d + 1))}.numpy() > 0)"
+        if c == "shape":
+            t = self.pick(s.of(VEC))
+            return self.pick([f"len({t})", f"{t}.shape[0]", f"int(tf.argmax({t}))",
+                              f"int(tf.size({t}))"])
+        if c == "global":
+            return self.pick(["COUNT", "STATE['n']"])
         if c == "len":
             return f"len({self.pick(s.of(LST))})"
         if c == "lend":
             return f"len({self.pick(s.of(DCT))})"
-        return "int(V_i.numpy()) % 5"
+        return self.pick(["int(V_i.numpy()) % 5", "int(V_i) % 4"])
 
     def flt(self, s: Scope, d: int = 0) -> str:
         names = s.of(FLT)
+        if self.pure:
+            return self.pick(names) if names and self.chance(0.5) else self.const()
         if names and (d >= 2 or self.chance(0.4)):
             return self.pick(names)
         if d >= 2:
             return self.const()
-        c = self.r.randrange(5)
+        c = self.r.randrange(6)
+        if c == 5 and "V_s" in self.vars:
+            return self.pick(["float(V_s)", "V_s.numpy()", "float(V_s.read_value()) + 1.0"])
         if c == 0:
             return f"float({self.sc(s, d + 1)})"
         if c == 1:
@@ -228,6 +248,13 @@ class Gen:
         return f"{self.int_(s, 1)} % 2 == 0"
 
     def tensorpred(self, s: Scope) -> str:
+        if self.chance(0.15):
+            return f"{self._tensorpred(s)} {self.pick(['and', 'or'])} {self.hostbool(s)}"
+        if self.chance(0.1):
+            return f"{self.hostbool(s)} and {self._tensorpred(s)}"
+        return self._tensorpred(s)
+
+    def _tensorpred(self, s: Scope) -> str:
         c = self.r.randrange(5)
         if c == 0:
             return f"tf.reduce_sum({self.vec(s, 1)}) > 0"
@@ -245,9 +272,11 @@ class Gen:
     def returned(self, s: Scope) -> str:
         items = []
         for _ in range(self.r.randint(1, 3)):
-            kind = self.pick([SC, SC, INT, FLT, VEC] + ([LST] if s.of(LST) else [])
+            kind = self.pick([SC, SC, INT, FLT, VEC, BOOL] + ([LST] if s.of(LST) else [])
                              + ([DCT] if s.of(DCT) else []))
-            if kind in (LST, DCT):
+            if kind == BOOL:
+                items.append(self.hostbool(s))
+            elif kind in (LST, DCT):
                 items.append(self.pick(s.of(kind)))
             elif kind == INT and s.of(INT):
                 items.append(self.pick(s.of(INT)))
@@ -270,17 +299,21 @@ class Gen:
     def stmt(self, s: Scope, depth: int) -> None:
         compound = depth < 3 and self.budget > 4
         kinds = ["assign"] * 4 + ["update"] * 3 + ["effect"] * 3 + ["print"] * 2 + ["log"] * 2
-        kinds += ["container"] * 2
+        kinds += ["container"] * 2 + ["aug", "poly", "comp", "lambda"]
+        if self.globals_used:
+            kinds += ["global"] * 2
         if compound:
             kinds += ["if_host", "if_tensor", "if_tensor", "for_range", "for_range", "for_list",
-                      "for_rows", "while_tensor", "while_host", "try"]
-            kinds += ["call"] * 2 if self.helpers else []
+                      "for_rows", "while_tensor", "while_host", "try", "try"]
+            kinds += ["call"] * 3 if self.helpers else []
+            kinds += ["tape"] if "V_s" in self.vars or "V_v" in self.vars else []
+            kinds += ["var_while"] if "V_s" in self.vars else []
         if depth > 1 or s.in_loop:
             kinds += ["return"]
         if s.in_loop:
             kinds += ["break"]
-        if depth > 1:
-            kinds += ["raise"]
+        kinds += ["raise"] if depth > 1 else []
+        kinds += ["raise", "assert", "tf_error"] if self.chance(0.15) else []
         getattr(self, "s_" + self.pick(kinds))(s, depth)
 
     def s_assign(self, s: Scope, depth: int) -> None:
@@ -319,7 +352,16 @@ class Gen:
     def s_print(self, s: Scope, depth: int) -> None:
         self.prints += 1
         tag = f"p{self.prints}"
-        c = self.r.randrange(5)
+        c = self.r.randrange(8)
+        if c == 5 and (s.of(LST) or s.of(DCT)):
+            self.emit(depth, f'print("{tag}", {self.pick(s.of(LST) + s.of(DCT))})')
+            return
+        if c == 6:
+            self.emit(depth, f'print("{tag}", {self.pick(s.of(VEC))}.numpy())')
+            return
+        if c == 7 and s.of(SC):
+            self.emit(depth, f'print(f"{tag} {{{self.pick(s.of(SC))}}}")')
+            return
         if c == 0:
             self.emit(depth, f'print("{tag}", {self.int_(s)})')
         elif c == 1:
@@ -449,10 +491,22 @@ class Gen:
         self.block(body, depth + 1, self.r.randint(1, 2))
 
     def s_try(self, s: Scope, depth: int) -> None:
-        c = self.r.randrange(5)
+        c = self.r.randrange(7)
         self.emit(depth, "try:")
         inner = s.child()
-        if c == 0:
+        if c == 5 and self.helpers:
+            self.s_call(inner, depth + 1)
+            self.block(inner, depth + 1, 1)
+            self.emit(depth, "except (RuntimeError, AssertionError, ValueError) as exc:")
+            self.emit(depth + 1, 'LOG.append(("caught", type(exc).__name__, str(exc)))')
+        elif c == 6:
+            name = self.fresh("s")
+            self.emit(depth + 1, f"{name} = {self.pick(s.of(VEC))}[{self.int_(s)}]")
+            self.emit(depth + 1, f"LOG.append({name})")
+            self.block(inner, depth + 1, 1)
+            self.emit(depth, "except (tf.errors.InvalidArgumentError, IndexError):")
+            self.emit(depth + 1, 'LOG.append("oob")')
+        elif c == 0:
             self.emit(depth + 1, f"if {self.hostbool(s)}:")
             self.emit(depth + 2, f'raise ValueError(f"v{{{self.int_(s)}}}")')
             self.block(inner, depth + 1, self.r.randint(1, 2))
@@ -488,16 +542,132 @@ class Gen:
             self.emit(depth, "finally:")
             self.emit(depth + 1, f'LOG.append("fin")')
 
+    def s_global(self, s: Scope, depth: int) -> None:
+        self.emit(depth, self.pick(["COUNT += 1", f"COUNT = (COUNT + {self.int_(s)}) % 11",
+                                    'STATE["n"] += 1', f'STATE["last"] = {self.flt(s)}']))
+
+    def s_aug(self, s: Scope, depth: int) -> None:
+        kind = self.pick([VEC, SC, INT, FLT])
+        names = s.writable(kind)
+        if len(names) >= 2 and self.chance(0.3):
+            a, b = self.r.sample(names, 2)
+            self.emit(depth, f"{a}, {b} = {b}, {a}")
+        elif names and kind in (VEC, SC):
+            self.emit(depth, f"{self.pick(names)} {self.pick(['+=', '-=', '*='])} {self.sc(s, 1)}")
+        elif names:
+            self.emit(depth, f"{self.pick(names)} += {self.value(s, kind)}")
+        else:
+            self.s_assign(s, depth)
+
+    def s_poly(self, s: Scope, depth: int) -> None:
+        """A name that is a Python number on one path and a tensor on the other."""
+        z = self.fresh("z")
+        self.emit(depth, f"{z} = {self.pick(['0.0', '1', self.flt(s)])}")
+        self.emit(depth, f"if {self.pick([self.hostbool(s), self.tensorpred(s)])}:")
+        self.emit(depth + 1, f"{z} = {self.sc(s)}")
+        use = self.r.randrange(4)
+        if use == 0:
+            self.emit(depth, f"LOG.append(float({z}))")
+        elif use == 1:
+            t = self.fresh("t")
+            self.emit(depth, f"{t} = {self.pick(s.of(VEC))} * {z}")
+            s.names[t] = VEC
+        elif use == 2:
+            self.emit(depth, f'print("z", {z})')
+        else:
+            n = self.fresh("s")
+            self.emit(depth, f"{n} = tf.constant(1.0) + {z}")
+            s.names[n] = SC
+
+    def s_comp(self, s: Scope, depth: int) -> None:
+        c = self.r.randrange(4)
+        if c == 0 or not (s.of(LST) or s.of(DCT)):
+            name = self.fresh("l")
+            self.emit(depth, f"{name} = [{self.sc(s, 1)} * {self.pick(['0.5', '1.5'])} + "
+                             f"tf.cast(q, tf.float32) for q in range({self.pick(['3', '2', 'n' if 'n' in s.names else '1'])})]")
+            # an empty list (range(0)) must not be read: only n may be 0, guard the reads
+            if "n" in self.out[-1].split("range(")[-1]:
+                self.emit(depth, f"{name}.append({self.sc(s, 1)})")
+            s.names[name] = LST
+        elif c == 1 and s.of(LST):
+            name = self.fresh("l")
+            self.emit(depth, f"{name} = [e * 2.0 + {self.sc(s, 1)} for e in {self.pick(s.of(LST))}]")
+            s.names[name] = LST
+        elif c == 2 and s.of(LST):
+            name = self.fresh("f")
+            self.emit(depth, f"{name} = sum(float(e) for e in {self.pick(s.of(LST))})")
+            s.names[name] = FLT
+        elif s.of(DCT):
+            name = self.fresh("d")
+            self.emit(depth, f"{name} = {{k: v * 0.5 for k, v in {self.pick(s.of(DCT))}.items()}}")
+            s.names[name] = DCT
+        else:
+            self.s_container(s, depth)
+
+    def s_lambda(self, s: Scope, depth: int) -> None:
+        g, name = self.fresh("g"), self.fresh("s")
+        self.emit(depth, f"{g} = lambda u: u * {self.pick([self.const(), self.flt(s, 1)])} + 1.0")
+        self.emit(depth, f"{name} = {g}({self.sc(s, 1)})")
+        s.names[name] = SC
+
+    def s_tape(self, s: Scope, depth: int) -> None:
+        tape, loss, g = self.fresh("tape"), self.fresh("loss"), self.fresh("s")
+        var = self.pick([v for v in ("V_s", "V_v") if v in self.vars])
+        self.emit(depth, f"with tf.GradientTape() as {tape}:")
+        if var == "V_s":
+            self.emit(depth + 1, f"{loss} = tf.square(V_s * {self.sc(s, 1)} - 1.0)")
+        else:
+            self.emit(depth + 1, f"{loss} = tf.reduce_sum(tf.square(V_v - {self.sc(s, 1)}))")
+        self.emit(depth, f"{g} = {tape}.gradient({loss}, {var})")
+        self.emit(depth, f"{var}.assign_sub(0.1 * {g})")
+        s.names[loss] = SC
+        if var == "V_s":
+            s.names[g] = SC
+
+    def s_var_while(self, s: Scope, depth: int) -> None:
+        """A while on a variable, moved by at least 1.0 an iteration towards its bound."""
+        self.emit(depth, "V_s.assign(tf.clip_by_value(V_s, -3.0, 3.0))")
+        self.emit(depth, f"while V_s < {self.pick(['3.0', '4.0'])}:")
+        self.emit(depth + 1, f"V_s.assign_add(1.0 + tf.abs({self.sc(s, 1)}))")
+        self.block(s.child(in_loop=True), depth + 1, self.r.randint(0, 2))
+
+    def s_assert(self, s: Scope, depth: int) -> None:
+        self.emit(depth, f'assert {self.flt(s)} < {self.pick(["1.0", "2.0", "3.0"])}, "too big"')
+
+    def s_tf_error(self, s: Scope, depth: int) -> None:
+        """A TF op that may fail on its data, not caught."""
+        c = self.r.randrange(3)
+        if c == 0:
+            self.emit(depth, f'tf.debugging.assert_less({self.sc(s)}, {self.pick(["1.0", "2.5"])}, '
+                             f'message="big")')
+        elif c == 1:
+            name = self.fresh("s")
+            self.emit(depth, f"{name} = tf.gather({self.pick(s.of(VEC))}, {self.int_(s)})")
+            s.names[name] = SC
+        else:
+            name = self.fresh("s")
+            self.emit(depth, f"{name} = {self.pick(s.of(VEC))}[{self.int_(s)}]")
+            s.names[name] = SC
+
     def s_call(self, s: Scope, depth: int) -> None:
         name, params, result = self.pick(self.helpers)
-        args = ", ".join(self.value(s, k) for k in params)
+        args, keywords = [], False
+        for i, (p, kind, default) in enumerate(params):
+            value = self.value(s, kind)
+            if name.startswith("hr") and kind == INT:
+                value = f"min({value}, 3)"
+            if default is not None and self.chance(0.3):
+                continue  # the default
+            keywords = keywords or (i > 0 and (default is not None or self.chance(0.2)))
+            args.append(f"{p}={value}" if keywords else value)
+        call = f"{name}({', '.join(args)})"
         if result == "pair":
             a, b = self.fresh("s"), self.fresh("i")
-            self.emit(depth, f"{a}, {b} = {name}({args})")
+            self.emit(depth, f"{a}, {b} = {call}")
             s.names[a], s.names[b] = SC, INT
         else:
             a = self.fresh("t" if result == VEC else "s")
-            self.emit(depth, f"{a} = {name}({args})")
+            self.emit(depth, f"{a} = {call}")
             s.names[a] = result
 
     def s_return(self, s: Scope, depth: int) -> None:
@@ -521,26 +691,49 @@ class Gen:
         return self.value(s, result)
 
     # -- functions -----------------------------------------------------------------------
-    def function(self, name: str, params: list[tuple[str, str]], result: str | None,
-                 statements: int) -> None:
+    def header(self, name: str, params: list[tuple[str, str, str | None]]) -> None:
+        text = ", ".join(p if d is None else f"{p}={d}" for p, _, d in params)
+        self.out.append(f"def {name}({text}):")
+        if self.globals_used and not self.pure:
+            self.out.append("    global COUNT")
+
+    def function(self, name: str, params: list[tuple[str, str, str | None]],
+                 result: str | None, statements: int) -> None:
         s = Scope(in_fn=name)
-        for p, kind in params:
+        for p, kind, _ in params:
             s.names[p] = kind
+        self.header(name, params)
         if not s.of(VEC):
             t = self.fresh("t")
             s.names[t] = VEC
-            self.out.append(f"def {name}({', '.join(p for p, _ in params)}):")
             src = self.pick(s.of(SC)) if s.of(SC) else "1.0"
             self.out.append(f"    {t} = tf.fill([3], {src}) * tf.constant([0.5, -1.0, 2.0])")
-        else:
-            self.out.append(f"def {name}({', '.join(p for p, _ in params)}):")
         self.current_result = result
         self.budget = statements
-        self.block(s, 1, statements)
-        if result is None:
-            self.emit(1, f"return {self.returned(s)}")
+        if self.pure:
+            for _ in range(statements):
+                self.pick([self.s_assign, self.s_update])(s, 1)
         else:
-            self.emit(1, f"return {self.ret(s)}")
+            self.block(s, 1, statements)
+        self.emit(1, f"return {self.ret(s)}")
+        self.out.append("")
+
+    def recursive(self, name: str) -> None:
+        """A helper that calls itself, k times (k is at most 3 at its calls)."""
+        self.out.append(f"def {name}(a, k):")
+        if self.globals_used:
+            self.out.append("    global COUNT")
+        self.out.append("    if k <= 0:")
+        self.out.append(f"        return a {self.pick(['+ 0.0', '* 2.0', '- V_s' if 'V_s' in self.vars else '+ 1.0'])}")
+        s = Scope(in_fn=name)
+        s.names.update(a=SC, k=INT)
+        t = self.fresh("t")
+        self.out.append(f"    {t} = tf.fill([3], a) * tf.constant([0.5, -1.0, 2.0])")
+        s.names[t] = VEC
+        self.current_result = SC
+        self.budget = self.r.randint(1, 3)
+        self.block(s, 1, self.budget)
+        self.out.append(f"    return {name}(a * 0.5 + {self.sc(s, 1)}, k - 1) * 0.5")
         self.out.append("")
 
 
@@ -550,6 +743,9 @@ def program(seed: int) -> str:
     g = Gen(seed)
     r = g.r
     g.out += ["import tensorflow as tf", "", "LOG = []"]
+    g.globals_used = r.random() < 0.25
+    if g.globals_used:
+        g.out += ["COUNT = 0", 'STATE = {"n": 0, "last": 0.0}']
     for var in r.sample(["V_s", "V_v", "V_i"], r.randint(1, 3)):
         init = {"V_s": f"tf.Variable({g.const()})", "V_v": "tf.Variable(tf.zeros([3]))",
                 "V_i": "tf.Variable(0)"}[var]
@@ -558,15 +754,27 @@ def program(seed: int) -> str:
     g.out.append("")
     g.out.append("")
     for h in range(r.choice([0, 1, 1, 2])):
+        style = r.choice(["mixed", "mixed", "pure", "recursive"])
+        if style == "recursive":
+            name = f"hr{h}"
+            g.recursive(name)
+            g.helpers.append((name, [("a", SC, None), ("k", INT, None)], SC))
+            g.out.append("")
+            continue
         name = f"h{h}"
-        params = r.choice([[("a", VEC), ("k", INT)], [("a", SC), ("k", INT)],
-                           [("a", VEC), ("b", SC)], [("a", VEC)], [("a", SC), ("q", FLT)]])
-        result = r.choice([SC, SC, VEC, "pair"])
+        params = r.choice([[("a", VEC, None), ("k", INT, None)], [("a", SC, None), ("k", INT, "2")],
+                           [("a", VEC, None), ("b", SC, None)], [("a", VEC, None)],
+                           [("a", SC, None), ("q", FLT, "0.5")]])
+        if style == "pure":
+            params = [(p, k, d) for p, k, d in params if k in (VEC, SC)]
+        result = r.choice([SC, SC, VEC] + (["pair"] if style == "mixed" else []))
+        g.pure = style == "pure"
         g.function(name, params, result, r.randint(2, 6))
-        g.helpers.append((name, [k for _, k in params], result))
+        g.pure = False
+        g.helpers.append((name, params, result))
         g.out.append("")
-    g.function("main", [("x", VEC), ("n", INT), ("flag", BOOL), ("scale", FLT)], None,
-               r.randint(5, 14))
+    g.function("main", [("x", VEC, None), ("n", INT, None), ("flag", BOOL, None),
+                        ("scale", FLT, None)], None, r.randint(5, 14))
     return "\n".join(g.out).rstrip() + "\n"
 
 
