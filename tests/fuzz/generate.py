@@ -725,7 +725,7 @@ class Gen:
             self.out.append("    global COUNT")
         self.out.append("    if k <= 0:")
         self.out.append(f"        return a {self.pick(['+ 0.0', '* 2.0', '- V_s' if 'V_s' in self.vars else '+ 1.0'])}")
-        s = Scope(in_fn=name)
+        s = Scope(in_fn=name, frozen=frozenset({"k"}))  # k only decreases: the recursion ends
         s.names.update(a=SC, k=INT)
         t = self.fresh("t")
         self.out.append(f"    {t} = tf.fill([3], a) * tf.constant([0.5, -1.0, 2.0])")

@@ -12,8 +12,9 @@ such), then shrinks, each candidate run in a child process under a time limit:
    a `not x` by `x`;
 
 repeated until nothing changes. A candidate counts as failing when it ends with the same
-status and the same kind of difference (the same call's result, the same variable, the
-log, or the printed output) as the original.
+status and the same kind of difference as the original: a call's result (with what eager
+did: returned, or raised which exception; and for a gpe-only error the exception gpe
+raised), a variable, the module's globals, or the printed output.
 
 `python -m tests.fuzz.minimise SEED [SEED...]` prints each minimised program.
 """
@@ -61,9 +62,12 @@ def kind(result: Result) -> tuple:
     if result.status == "hang":
         return (result.status,)
     if detail.startswith("call "):
-        if result.status == "gpe_error":  # the exception type gpe raised
-            return (result.status, "call", detail.split("gpe raised ")[-1].split("(")[0])
-        return (result.status, "call")
+        eager = detail.split("; gpe ")[0].split(": eager ", 1)[-1]
+        eager = eager.split("(")[0] if eager.startswith("raised ") else "value"
+        if result.status == "gpe_error":  # what eager did, and the exception gpe raised
+            return (result.status, "call", eager,
+                    detail.split("gpe raised ")[-1].split("(")[0])
+        return (result.status, "call", eager)
     return (result.status, detail.split(":")[0].split(" line")[0])
 
 

@@ -73,6 +73,8 @@ def summary(results: list[Result], wall: float) -> str:
     reasons = collections.Counter()
     for r in results:
         for reason in r.fallbacks:
+            if reason.startswith("/"):  # "file:line: kind: explanation": the kind
+                reason = reason.split(": ", 1)[-1]
             reasons[reason.split(" at line")[0].split(": ")[0][:90]] += 1
     lines = [
         f"programs run: {len(results)} in {wall:.0f} s "
