@@ -1,0 +1,785 @@
+"""Deterministic random programs for differential testing of gpe against eager.
+
+`program(seed)` returns the source of a small module (no TensorFlow needed to generate it):
+
+    import tensorflow as tf
+    LOG = []                          # side-effect log, compared
+    V_s = tf.Variable(...)            # 1-3 module-level variables, compared at the end
+    def h0(a, k): ...                 # 0-2 helpers, called from main (and from each other)
+    def main(x, n, flag, scale): ...  # the entry point: x a float32 vector, n an int,
+                                      # flag a bool, scale a float
+
+The statements mix host and TF work: control flow on host values and on tensor predicates
+(`while` on a tensor with a bounded trip count), variable writes in branches and loops,
+lists and dicts of tensors, Python counters, `.numpy()`/`float()` reads fed back into TF
+work, prints of host values and of tensors, exceptions raised and caught, early returns,
+helper calls, `for` over ranges, lists, dicts and tensor rows.
+
+Every program terminates eagerly and is deterministic: loops are bounded by construction
+(a range of at most a few items, a list or dict not grown in its own loop, a tensor
+counter moved by at least 1.0 per iteration towards a bound, a host counter), and the only
+random ops are stateless. Names are typed while generating; a name first bound inside a
+block is not used after it, so every read is of a bound name of the expected kind.
+"""
+from __future__ import annotations
+
+import ast
+import random
+from dataclasses import dataclass, field
+
+VEC, SC, INT, FLT, BOOL, LST, DCT = "vec", "sc", "int", "flt", "bool", "lst", "dct"
+KEYS = ("a", "b", "c")
+
+
+def atom(expr: str) -> str:
+    """`expr` parenthesised unless it is already an atom (`(a + b).numpy()`, not `a + b.numpy()`)."""
+    node = ast.parse(expr, mode="eval").body
+    if isinstance(node, (ast.Name, ast.Call, ast.Attribute, ast.Subscript)):
+        return expr
+    return f"({expr})"
+
+
+@dataclass
+class Scope:
+    names: dict = field(default_factory=dict)   # name -> kind
+    frozen: frozenset = frozenset()             # names a loop depends on: not rebound
+    in_loop: bool = False
+    in_fn: str = "main"
+
+    def child(self, frozen=(), in_loop=None) -> "Scope":
+        return Scope(dict(self.names), self.frozen | frozenset(frozen),
+                     self.in_loop if in_loop is None else in_loop, self.in_fn)
+
+    def of(self, kind: str) -> list[str]:
+        return [n for n, k in self.names.items() if k == kind]
+
+    def writable(self, kind: str) -> list[str]:
+        return [n for n in self.of(kind) if n not in self.frozen]
+
+
+class Gen:
+    def __init__(self, seed: int):
+        self.r = random.Random(seed)
+        self.out: list[str] = []
+        self.counter = 0
+        self.budget = 0
+        self.helpers: list[tuple[str, list[str], str]] = []  # name, param kinds, result kind
+        self.vars: dict[str, str] = {}                         # variable name -> kind
+        self.prints = 0
+        self.globals_used = False
+        self.pure = False  # a helper of TF work only (no host conversions)
+        self.current_result = None
+
+    # -- helpers -------------------------------------------------------------------------
+    def chance(self, p: float) -> bool:
+        return self.r.random() < p
+
+    def pick(self, seq):
+        return self.r.choice(list(seq))
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def emit(self, depth: int, line: str) -> None:
+        self.out.append("    " * depth + line)
+        self.budget -= 1
+
+    def const(self) -> str:
+        return self.pick(["0.5", "1.5", "-0.25", "2.0", "0.75", "-1.0", "0.1"])
+
+    # -- expressions ---------------------------------------------------------------------
+    def vec(self, s: Scope, d: int = 0) -> str:
+        names = s.of(VEC)
+        if d >= 2 or (names and self.chance(0.35)):
+            return self.pick(names)
+        c = self.r.randrange(10 if self.pure else 11 if d else 12)
+        v = lambda: self.vec(s, d + 1)  # noqa: E731
+        if c == 0:
+            return f"tf.tanh({v()})"
+        if c == 1:
+            return f"{v()} * {self.pick([self.const(), self.flt(s, d + 1)])}"
+        if c == 2:
+            return f"{v()} + {self.sc(s, d + 1)}"
+        if c == 3:
+            return f"tf.abs({v()}) + 0.5"
+        if c == 4:
+            return f"tf.maximum({v()}, {v()})"
+        if c == 5:
+            return f"tf.reverse({v()}, [0])"
+        if c == 6:
+            return f"tf.cumsum({v()})"
+        if c == 7:
+            a, b = self.r.randrange(100), self.r.randrange(100)
+            return f"{v()} * tf.random.stateless_uniform(tf.shape({self.pick(names)}), seed=[{a}, {b}])"
+        if c == 8:
+            return f"tf.clip_by_value({v()}, -2.0, 2.0)"
+        if c == 9:
+            w = self.pick(names)
+            return f"tf.where({w} > 0, {w}, -{w})"
+        if c == 10:
+            w = self.pick(names)
+            return self.pick([f"{w} - tf.reduce_mean({w})", f"tf.constant({w}.numpy() * 2.0)",
+                              f"{w} + {w}.numpy()", f"tf.concat([{w}[1:], {w}[:1]], 0)"])
+        return f"tf.sin({v()}) * 2.0"
+
+    def sc(self, s: Scope, d: int = 0) -> str:
+        names = s.of(SC)
+        if d >= 2 and names:
+            return self.pick(names)
+        if d >= 2:
+            return f"tf.reduce_sum({self.pick(s.of(VEC))})"
+        if names and self.chance(0.3):
+            return self.pick(names)
+        opts = ["red", "red", "const", "cast", "arith", "square", "index"]
+        if "V_s" in self.vars:
+            opts += ["vs", "vs"]
+        if "V_v" in self.vars:
+            opts += ["vv"]
+        if "V_i" in self.vars:
+            opts += ["vi"]
+        if s.of(LST):
+            opts += ["lst", "lst"]
+        if s.of(DCT):
+            opts += ["dct"]
+        if s.of(FLT):
+            opts += ["fltmul"]
+        c = self.pick(opts)
+        if c == "red":
+            fn = self.pick(["reduce_sum", "reduce_mean", "reduce_max", "reduce_min"])
+            return f"tf.{fn}({self.vec(s, d + 1)})"
+        if c == "const":
+            return f"tf.constant({self.const()})"
+        if c == "index":
+            return f"{self.pick(s.of(VEC))}[{self.pick(['0', '-1', '1'])}]"
+        if c == "cast":
+            return f"tf.cast({self.int_(s, d + 1)}, tf.float32)"
+        if c == "arith":
+            return f"{self.sc(s, d + 1)} * 0.5 + {self.sc(s, d + 1)}"
+        if c == "square":
+            return f"tf.{self.pick(['square', 'sin', 'tanh'])}({self.sc(s, d + 1)})"
+        if c == "vs":
+            return self.pick(["V_s * 0.5", "V_s.read_value()", "V_s + 1.0"])
+        if c == "vv":
+            return "tf.reduce_sum(V_v)"
+        if c == "vi":
+            return "tf.cast(V_i, tf.float32)"
+        if c == "lst":
+            l = self.pick(s.of(LST))
+            return self.pick([f"{l}[-1]", f"{l}[0]", f"tf.add_n({l})",
+                              f"tf.reduce_sum(tf.stack({l}))"])
+        if c == "dct":
+            dn = self.pick(s.of(DCT))
+            return self.pick([f"{dn}['a']", f"{dn}.get('b', {self.sc(s, d + 1)})"])
+        return f"{self.sc(s, d + 1)} * {self.pick(s.of(FLT))}"
+
+    def int_(self, s: Scope, d: int = 0) -> str:
+        names = s.of(INT)
+        if self.pure:
+            return self.pick(names) if names and self.chance(0.5) else str(self.r.randrange(4))
+        if names and (d >= 2 or self.chance(0.4)):
+            return self.pick(names)
+        if d >= 2:
+            return str(self.r.randrange(4))
+        opts = ["lit", "arith", "count", "tensor", "shape"]
+        if self.globals_used:
+            opts.append("global")
+        if s.of(LST):
+            opts.append("len")
+        if s.of(DCT):
+            opts.append("lend")
+        if "V_i" in self.vars:
+            opts.append("vi")
+        c = self.pick(opts)
+        if c == "lit":
+            return str(self.r.randrange(5))
+        if c == "arith":
+            return self.pick([f"({self.int_(s, d + 1)} + 1)", f"({self.int_(s, d + 1)} * 3) % 7",
+                              f"max({self.int_(s, d + 1)} - 1, 0)"])
+        if c == "count":
+            return f"int(tf.reduce_sum(tf.cast({self.vec(s, d + 1)} > 0, tf.int32)))"
+        if c == "tensor":
+            return f"int({atom(self.sc(s, d + 1))}.numpy() > 0)"
+        if c == "shape":
+            t = self.pick(s.of(VEC))
+            return self.pick([f"len({t})", f"{t}.shape[0]", f"int(tf.argmax({t}))",
+                              f"int(tf.size({t}))"])
+        if c == "global":
+            return self.pick(["COUNT", "STATE['n']"])
+        if c == "len":
+            return f"len({self.pick(s.of(LST))})"
+        if c == "lend":
+            return f"len({self.pick(s.of(DCT))})"
+        return self.pick(["int(V_i.numpy()) % 5", "int(V_i) % 4"])
+
+    def flt(self, s: Scope, d: int = 0) -> str:
+        names = s.of(FLT)
+        if self.pure:
+            return self.pick(names) if names and self.chance(0.5) else self.const()
+        if names and (d >= 2 or self.chance(0.4)):
+            return self.pick(names)
+        if d >= 2:
+            return self.const()
+        c = self.r.randrange(6)
+        if c == 5 and "V_s" in self.vars:
+            return self.pick(["float(V_s)", "V_s.numpy()", "float(V_s.read_value()) + 1.0"])
+        if c == 0:
+            return f"float({self.sc(s, d + 1)})"
+        if c == 1:
+            return f"float({atom(self.sc(s, d + 1))}.numpy())"
+        if c == 2:
+            return f"round(float({self.sc(s, d + 1)}), 3)"
+        if c == 3 and names:
+            return f"{self.pick(names)} * 0.5 + 1.0"
+        return f"{atom(self.sc(s, d + 1))}.numpy() * 2.0"
+
+    def hostbool(self, s: Scope) -> str:
+        c = self.r.randrange(6)
+        if c == 0 and "flag" in s.names:
+            return self.pick(["flag", "not flag"])
+        if c == 1:
+            return f"{self.int_(s, 1)} > {self.r.randrange(3)}"
+        if c == 2:
+            return f"{self.flt(s, 1)} > {self.pick(['0.0', '0.5', '-0.5'])}"
+        if c == 3:
+            return f"bool({self.sc(s, 1)} > 0)"
+        if c == 4 and s.of(LST):
+            return f"len({self.pick(s.of(LST))}) > 2"
+        return f"{self.int_(s, 1)} % 2 == 0"
+
+    def tensorpred(self, s: Scope) -> str:
+        if self.chance(0.15):
+            return f"{self._tensorpred(s)} {self.pick(['and', 'or'])} {self.hostbool(s)}"
+        if self.chance(0.1):
+            return f"{self.hostbool(s)} and {self._tensorpred(s)}"
+        return self._tensorpred(s)
+
+    def _tensorpred(self, s: Scope) -> str:
+        c = self.r.randrange(5)
+        if c == 0:
+            return f"tf.reduce_sum({self.vec(s, 1)}) > 0"
+        if c == 1:
+            return f"{self.sc(s, 1)} > {self.pick(['0.0', '0.5', '1.0'])}"
+        if c == 2:
+            return f"tf.reduce_any({self.vec(s, 1)} > 1.0)"
+        if c == 3 and "V_s" in self.vars:
+            return f"{self.sc(s, 1)} < V_s"
+        return f"tf.reduce_mean({self.vec(s, 1)}) < {self.sc(s, 1)}"
+
+    def value(self, s: Scope, kind: str) -> str:
+        return {VEC: self.vec, SC: self.sc, INT: self.int_, FLT: self.flt}[kind](s)
+
+    def returned(self, s: Scope) -> str:
+        items = []
+        for _ in range(self.r.randint(1, 3)):
+            kind = self.pick([SC, SC, INT, FLT, VEC, BOOL] + ([LST] if s.of(LST) else [])
+                             + ([DCT] if s.of(DCT) else []))
+            if kind == BOOL:
+                items.append(self.hostbool(s))
+            elif kind in (LST, DCT):
+                items.append(self.pick(s.of(kind)))
+            elif kind == INT and s.of(INT):
+                items.append(self.pick(s.of(INT)))
+            else:
+                items.append(self.value(s, kind))
+        if len(items) == 1 and self.chance(0.5):
+            return items[0]
+        return ", ".join(items) if self.chance(0.6) else "[" + ", ".join(items) + "]"
+
+    # -- statements ----------------------------------------------------------------------
+    def block(self, s: Scope, depth: int, n: int) -> None:
+        start = len(self.out)
+        for _ in range(n):
+            if self.budget <= 0:
+                break
+            self.stmt(s, depth)
+        if len(self.out) == start:
+            self.emit(depth, "pass")
+
+    def stmt(self, s: Scope, depth: int) -> None:
+        compound = depth < 3 and self.budget > 4
+        kinds = ["assign"] * 4 + ["update"] * 3 + ["effect"] * 3 + ["print"] * 2 + ["log"] * 2
+        kinds += ["container"] * 2 + ["aug", "poly", "comp", "lambda"]
+        if self.globals_used:
+            kinds += ["global"] * 2
+        if compound:
+            kinds += ["if_host", "if_tensor", "if_tensor", "for_range", "for_range", "for_list",
+                      "for_rows", "while_tensor", "while_host", "try", "try"]
+            kinds += ["call"] * 3 if self.helpers else []
+            kinds += ["tape"] if "V_s" in self.vars or "V_v" in self.vars else []
+            kinds += ["var_while"] if "V_s" in self.vars else []
+        if depth > 1 or s.in_loop:
+            kinds += ["return"]
+        if s.in_loop:
+            kinds += ["break"]
+        kinds += ["raise"] if depth > 1 else []
+        kinds += ["raise", "assert", "tf_error"] if self.chance(0.15) else []
+        getattr(self, "s_" + self.pick(kinds))(s, depth)
+
+    def s_assign(self, s: Scope, depth: int) -> None:
+        kind = self.pick([VEC, SC, SC, INT, FLT])
+        name = self.fresh({VEC: "t", SC: "s", INT: "i", FLT: "f"}[kind])
+        self.emit(depth, f"{name} = {self.value(s, kind)}")
+        s.names[name] = kind
+
+    def s_update(self, s: Scope, depth: int) -> None:
+        kind = self.pick([VEC, SC, INT, FLT])
+        names = s.writable(kind)
+        if not names:
+            return self.s_assign(s, depth)
+        n = self.pick(names)
+        if kind == VEC:
+            self.emit(depth, f"{n} = {self.pick([f'{n} * 0.5 + ' + self.sc(s, 1), self.vec(s)])}")
+        elif kind == SC:
+            self.emit(depth, f"{n} = {n} {self.pick(['+', '-', '*'])} {self.sc(s, 1)}")
+        elif kind == INT:
+            self.emit(depth, self.pick([f"{n} += 1", f"{n} = ({n} + {self.int_(s, 1)}) % 9"]))
+        else:
+            self.emit(depth, f"{n} = {n} * 0.5 + {self.flt(s, 1)}")
+
+    def s_effect(self, s: Scope, depth: int) -> None:
+        v = self.pick(self.vars)
+        if v == "V_s":
+            self.emit(depth, self.pick([f"V_s.assign_add({self.sc(s)})",
+                                        f"V_s.assign({self.sc(s)} * 0.5)",
+                                        f"V_s.assign_sub(tf.reduce_mean({self.vec(s)}))"]))
+        elif v == "V_v":
+            self.emit(depth, self.pick([f"V_v.assign(V_v * 0.5 + {self.sc(s)})",
+                                        f"V_v.assign_add(tf.fill([3], {self.sc(s)}))"]))
+        else:
+            self.emit(depth, self.pick([f"V_i.assign_add({self.int_(s)})", "V_i.assign_add(1)"]))
+
+    def s_print(self, s: Scope, depth: int) -> None:
+        self.prints += 1
+        tag = f"p{self.prints}"
+        c = self.r.randrange(8)
+        if c == 5 and (s.of(LST) or s.of(DCT)):
+            self.emit(depth, f'print("{tag}", {self.pick(s.of(LST) + s.of(DCT))})')
+            return
+        if c == 6:
+            self.emit(depth, f'print("{tag}", {self.pick(s.of(VEC))}.numpy())')
+            return
+        if c == 7 and s.of(SC):
+            self.emit(depth, f'print(f"{tag} {{{self.pick(s.of(SC))}}}")')
+            return
+        if c == 0:
+            self.emit(depth, f'print("{tag}", {self.int_(s)})')
+        elif c == 1:
+            self.emit(depth, f'print("{tag}", {self.flt(s)})')
+        elif c == 2 and s.of(SC):
+            self.emit(depth, f'print("{tag}", {self.pick(s.of(SC))})')
+        elif c == 3 and s.of(VEC):
+            self.emit(depth, f'print("{tag}", {self.pick(s.of(VEC))})')
+        else:
+            self.emit(depth, f'print(f"{tag} {{{self.int_(s)}}} {{{self.flt(s)}:.3f}}")')
+
+    def s_log(self, s: Scope, depth: int) -> None:
+        c = self.r.randrange(4)
+        if c == 0:
+            self.emit(depth, f"LOG.append({self.int_(s)})")
+        elif c == 1:
+            self.emit(depth, f"LOG.append({self.flt(s)})")
+        elif c == 2:
+            self.emit(depth, f"LOG.append({self.sc(s)})")
+        else:
+            self.emit(depth, f'LOG.append(("{s.in_fn}", {self.int_(s)}))')
+
+    def s_container(self, s: Scope, depth: int) -> None:
+        lists, dicts = s.writable(LST), s.writable(DCT)
+        c = self.r.randrange(4)
+        if c == 0 or (c == 1 and not lists):
+            name = self.fresh("l")
+            self.emit(depth, f"{name} = [{self.sc(s)}]")
+            s.names[name] = LST
+        elif c == 1:
+            self.emit(depth, f"{self.pick(lists)}.append({self.sc(s)})")
+        elif c == 2 or not dicts:
+            name = self.fresh("d")
+            self.emit(depth, f'{name} = {{"a": {self.sc(s)}}}')
+            s.names[name] = DCT
+        else:
+            self.emit(depth, f'{self.pick(dicts)}["{self.pick(KEYS)}"] = {self.sc(s)}')
+
+    def s_if_host(self, s: Scope, depth: int) -> None:
+        self._if(s, depth, self.hostbool(s))
+
+    def s_if_tensor(self, s: Scope, depth: int) -> None:
+        self._if(s, depth, self.tensorpred(s))
+
+    def _if(self, s: Scope, depth: int, test: str) -> None:
+        self.emit(depth, f"if {test}:")
+        self.block(s.child(), depth + 1, self.r.randint(1, 3))
+        if self.chance(0.5):
+            self.emit(depth, "else:")
+            self.block(s.child(), depth + 1, self.r.randint(1, 2))
+
+    def s_for_range(self, s: Scope, depth: int) -> None:
+        i = self.fresh("k")
+        bound = self.pick(["n", "3", "2", f"min({self.int_(s)}, 3)"]) if "n" in s.names else "2"
+        self.emit(depth, f"for {i} in range({bound}):")
+        body = s.child(frozen=[i], in_loop=True)
+        body.names[i] = INT
+        self.block(body, depth + 1, self.r.randint(1, 3))
+
+    def s_for_list(self, s: Scope, depth: int) -> None:
+        lists, dicts = s.of(LST), s.of(DCT)
+        if not lists and not dicts:
+            return self.s_for_range(s, depth)
+        e = self.fresh("e")
+        if lists and (not dicts or self.chance(0.6)):
+            l = self.pick(lists)
+            if self.chance(0.3):
+                j = self.fresh("j")
+                self.emit(depth, f"for {j}, {e} in enumerate({l}):")
+                body = s.child(frozen=[l, j, e], in_loop=True)
+                body.names[j] = INT
+            else:
+                self.emit(depth, f"for {e} in {l}:")
+                body = s.child(frozen=[l, e], in_loop=True)
+        else:
+            dn = self.pick(dicts)
+            key = self.fresh("key")
+            self.emit(depth, f"for {key}, {e} in {dn}.items():")
+            body = s.child(frozen=[dn, e], in_loop=True)
+        body.names[e] = SC
+        self.block(body, depth + 1, self.r.randint(1, 3))
+
+    def s_for_rows(self, s: Scope, depth: int) -> None:
+        e = self.fresh("r")
+        src = self.pick(s.of(VEC))
+        if self.chance(0.3):
+            m = self.fresh("m")
+            self.emit(depth, f"{m} = tf.reshape(tf.tile({src}, [2]), [2, -1])")
+            self.emit(depth, f"for {e} in {m}:")
+            kind = VEC
+        else:
+            self.emit(depth, f"for {e} in {src}:")
+            kind = SC
+        body = s.child(frozen=[e], in_loop=True)
+        body.names[e] = kind
+        self.block(body, depth + 1, self.r.randint(1, 3))
+
+    def s_while_tensor(self, s: Scope, depth: int) -> None:
+        c = self.fresh("w")
+        if self.chance(0.5):
+            # a scalar counter moved by at least 1.0 per iteration towards its bound
+            self.emit(depth, f"{c} = tf.clip_by_value({self.sc(s)}, -3.0, 3.0)")
+            bound = self.pick(["3.0", "4.5", "2.0"])
+            self.emit(depth, f"while {c} < {bound}:")
+            self.emit(depth + 1, f"{c} = {c} + 1.0 + tf.abs({self.sc(s, 1)})")
+            kind = SC
+        else:
+            self.emit(depth, f"{c} = tf.clip_by_value({self.vec(s)}, -1.0, 1.0)")
+            self.emit(depth, f"while tf.reduce_sum({c}) < {self.pick(['2.0', '4.0'])}:")
+            self.emit(depth + 1, f"{c} = {c} + 1.0")
+            kind = VEC
+        s.names[c] = kind
+        body = s.child(frozen=[c], in_loop=True)
+        self.block(body, depth + 1, self.r.randint(0, 2))
+
+    def s_while_host(self, s: Scope, depth: int) -> None:
+        c = self.fresh("c")
+        self.emit(depth, f"{c} = 0")
+        bound = self.pick(["n", "3", "limit"]) if "n" in s.names else self.pick(["2", "limit"])
+        if bound == "limit":  # a name of its own: the body may rebind the names it reads
+            bound = self.fresh("lim")
+            self.emit(depth, f"{bound} = {self.int_(s)} + 1")
+        self.emit(depth, f"while {c} < {bound}:")
+        self.emit(depth + 1, f"{c} += 1")
+        s.names[c] = INT
+        body = s.child(frozen=[c], in_loop=True)
+        self.block(body, depth + 1, self.r.randint(1, 2))
+
+    def s_try(self, s: Scope, depth: int) -> None:
+        c = self.r.randrange(7)
+        self.emit(depth, "try:")
+        inner = s.child()
+        if c == 5 and self.helpers:
+            self.s_call(inner, depth + 1)
+            self.block(inner, depth + 1, 1)
+            self.emit(depth, "except (RuntimeError, AssertionError, ValueError) as exc:")
+            self.emit(depth + 1, 'LOG.append(("caught", type(exc).__name__, str(exc)))')
+        elif c == 6:
+            name = self.fresh("s")
+            self.emit(depth + 1, f"{name} = {self.pick(s.of(VEC))}[{self.int_(s)}]")
+            self.emit(depth + 1, f"LOG.append({name})")
+            self.block(inner, depth + 1, 1)
+            self.emit(depth, "except (tf.errors.InvalidArgumentError, IndexError):")
+            self.emit(depth + 1, 'LOG.append("oob")')
+        elif c == 0:
+            self.emit(depth + 1, f"if {self.hostbool(s)}:")
+            self.emit(depth + 2, f'raise ValueError(f"v{{{self.int_(s)}}}")')
+            self.block(inner, depth + 1, self.r.randint(1, 2))
+            self.emit(depth, "except ValueError as exc:")
+            self.emit(depth + 1, "LOG.append(str(exc))")
+        elif c == 1 and s.of(LST):
+            self.block(inner, depth + 1, 1)
+            name = self.fresh("s")
+            self.emit(depth + 1, f"{name} = {self.pick(s.of(LST))}[{self.int_(s)}]")
+            self.emit(depth + 1, f"LOG.append(float({name}))")
+            self.emit(depth, "except IndexError:")
+            self.emit(depth + 1, 'LOG.append("index")')
+        elif c == 2:
+            self.emit(depth + 1, f"tf.debugging.assert_less({self.sc(s)}, {self.pick(['1.0', '2.5'])})")
+            self.block(inner, depth + 1, self.r.randint(1, 2))
+            self.emit(depth, "except tf.errors.InvalidArgumentError:")
+            self.emit(depth + 1, 'LOG.append("assert")')
+        elif c == 3:
+            name = self.fresh("i")
+            self.emit(depth + 1, f"{name} = {self.int_(s)} // ({self.int_(s)} - 1)")
+            self.emit(depth + 1, f"LOG.append({name})")
+            self.block(inner, depth + 1, 1)
+            self.emit(depth, "except ZeroDivisionError:")
+            self.emit(depth + 1, 'LOG.append("zero")')
+        else:
+            name = self.fresh("s")
+            self.emit(depth + 1, f"{name} = tf.gather({self.vec(s)}, {self.int_(s)})")
+            self.emit(depth + 1, f'print("g", {name})')
+            self.block(inner, depth + 1, 1)
+            self.emit(depth, "except tf.errors.InvalidArgumentError:")
+            self.emit(depth + 1, 'LOG.append("gather")')
+        if self.chance(0.3):
+            self.emit(depth, "finally:")
+            self.emit(depth + 1, f'LOG.append("fin")')
+
+    def s_global(self, s: Scope, depth: int) -> None:
+        self.emit(depth, self.pick(["COUNT += 1", f"COUNT = (COUNT + {self.int_(s)}) % 11",
+                                    'STATE["n"] += 1', f'STATE["last"] = {self.flt(s)}']))
+
+    def s_aug(self, s: Scope, depth: int) -> None:
+        kind = self.pick([VEC, SC, INT, FLT])
+        names = s.writable(kind)
+        if len(names) >= 2 and self.chance(0.3):
+            a, b = self.r.sample(names, 2)
+            self.emit(depth, f"{a}, {b} = {b}, {a}")
+        elif names and kind in (VEC, SC):
+            self.emit(depth, f"{self.pick(names)} {self.pick(['+=', '-=', '*='])} {self.sc(s, 1)}")
+        elif names:
+            self.emit(depth, f"{self.pick(names)} += {self.value(s, kind)}")
+        else:
+            self.s_assign(s, depth)
+
+    def s_poly(self, s: Scope, depth: int) -> None:
+        """A name that is a Python number on one path and a tensor on the other."""
+        z = self.fresh("z")
+        self.emit(depth, f"{z} = {self.pick(['0.0', '1', self.flt(s)])}")
+        self.emit(depth, f"if {self.pick([self.hostbool(s), self.tensorpred(s)])}:")
+        self.emit(depth + 1, f"{z} = {self.sc(s)}")
+        use = self.r.randrange(4)
+        if use == 0:
+            self.emit(depth, f"LOG.append(float({z}))")
+        elif use == 1:
+            t = self.fresh("t")
+            self.emit(depth, f"{t} = {self.pick(s.of(VEC))} * {z}")
+            s.names[t] = VEC
+        elif use == 2:
+            self.emit(depth, f'print("z", {z})')
+        else:
+            n = self.fresh("s")
+            self.emit(depth, f"{n} = tf.constant(1.0) + {z}")
+            s.names[n] = SC
+
+    def s_comp(self, s: Scope, depth: int) -> None:
+        c = self.r.randrange(4)
+        if c == 0 or not (s.of(LST) or s.of(DCT)):
+            name = self.fresh("l")
+            self.emit(depth, f"{name} = [{self.sc(s, 1)} * {self.pick(['0.5', '1.5'])} + "
+                             f"tf.cast(q, tf.float32) for q in range({self.pick(['3', '2', 'n' if 'n' in s.names else '1'])})]")
+            # an empty list (range(0)) must not be read: only n may be 0, guard the reads
+            if "n" in self.out[-1].split("range(")[-1]:
+                self.emit(depth, f"{name}.append({self.sc(s, 1)})")
+            s.names[name] = LST
+        elif c == 1 and s.of(LST):
+            name = self.fresh("l")
+            self.emit(depth, f"{name} = [e * 2.0 + {self.sc(s, 1)} for e in {self.pick(s.of(LST))}]")
+            s.names[name] = LST
+        elif c == 2 and s.of(LST):
+            name = self.fresh("f")
+            self.emit(depth, f"{name} = sum(float(e) for e in {self.pick(s.of(LST))})")
+            s.names[name] = FLT
+        elif s.of(DCT):
+            name = self.fresh("d")
+            self.emit(depth, f"{name} = {{k: v * 0.5 for k, v in {self.pick(s.of(DCT))}.items()}}")
+            s.names[name] = DCT
+        else:
+            self.s_container(s, depth)
+
+    def s_lambda(self, s: Scope, depth: int) -> None:
+        g, name = self.fresh("g"), self.fresh("s")
+        self.emit(depth, f"{g} = lambda u: u * {self.pick([self.const(), self.flt(s, 1)])} + 1.0")
+        self.emit(depth, f"{name} = {g}({self.sc(s, 1)})")
+        s.names[name] = SC
+
+    def s_tape(self, s: Scope, depth: int) -> None:
+        tape, loss, g = self.fresh("tape"), self.fresh("loss"), self.fresh("s")
+        var = self.pick([v for v in ("V_s", "V_v") if v in self.vars])
+        self.emit(depth, f"with tf.GradientTape() as {tape}:")
+        if var == "V_s":
+            self.emit(depth + 1, f"{loss} = tf.square(V_s * {self.sc(s, 1)} - 1.0)")
+        else:
+            self.emit(depth + 1, f"{loss} = tf.reduce_sum(tf.square(V_v - {self.sc(s, 1)}))")
+        self.emit(depth, f"{g} = {tape}.gradient({loss}, {var})")
+        self.emit(depth, f"{var}.assign_sub(0.1 * {g})")
+        s.names[loss] = SC
+        if var == "V_s":
+            s.names[g] = SC
+
+    def s_var_while(self, s: Scope, depth: int) -> None:
+        """A while on a variable, moved by at least 1.0 an iteration towards its bound."""
+        self.emit(depth, "V_s.assign(tf.clip_by_value(V_s, -3.0, 3.0))")
+        self.emit(depth, f"while V_s < {self.pick(['3.0', '4.0'])}:")
+        self.emit(depth + 1, f"V_s.assign_add(1.0 + tf.abs({self.sc(s, 1)}))")
+        self.block(s.child(in_loop=True), depth + 1, self.r.randint(0, 2))
+
+    def s_assert(self, s: Scope, depth: int) -> None:
+        self.emit(depth, f'assert {self.flt(s)} < {self.pick(["1.0", "2.0", "3.0"])}, "too big"')
+
+    def s_tf_error(self, s: Scope, depth: int) -> None:
+        """A TF op that may fail on its data, not caught."""
+        c = self.r.randrange(3)
+        if c == 0:
+            self.emit(depth, f'tf.debugging.assert_less({self.sc(s)}, {self.pick(["1.0", "2.5"])}, '
+                             f'message="big")')
+        elif c == 1:
+            name = self.fresh("s")
+            self.emit(depth, f"{name} = tf.gather({self.pick(s.of(VEC))}, {self.int_(s)})")
+            s.names[name] = SC
+        else:
+            name = self.fresh("s")
+            self.emit(depth, f"{name} = {self.pick(s.of(VEC))}[{self.int_(s)}]")
+            s.names[name] = SC
+
+    def s_call(self, s: Scope, depth: int) -> None:
+        name, params, result = self.pick(self.helpers)
+        args, keywords = [], False
+        for i, (p, kind, default) in enumerate(params):
+            value = self.value(s, kind)
+            if name.startswith("hr") and kind == INT:
+                value = f"min({value}, 3)"
+            if default is not None and self.chance(0.3):
+                continue  # the default
+            keywords = keywords or (i > 0 and (default is not None or self.chance(0.2)))
+            args.append(f"{p}={value}" if keywords else value)
+        call = f"{name}({', '.join(args)})"
+        if result == "pair":
+            a, b = self.fresh("s"), self.fresh("i")
+            self.emit(depth, f"{a}, {b} = {call}")
+            s.names[a], s.names[b] = SC, INT
+        else:
+            a = self.fresh("t" if result == VEC else "s")
+            self.emit(depth, f"{a} = {call}")
+            s.names[a] = result
+
+    def s_return(self, s: Scope, depth: int) -> None:
+        self.emit(depth, f"if {self.pick([self.hostbool(s), self.tensorpred(s)])}:")
+        self.emit(depth + 1, f"return {self.ret(s)}")
+
+    def s_break(self, s: Scope, depth: int) -> None:
+        self.emit(depth, f"if {self.pick([self.hostbool(s), self.tensorpred(s)])}:")
+        self.emit(depth + 1, self.pick(["break", "continue"]))
+
+    def s_raise(self, s: Scope, depth: int) -> None:
+        self.emit(depth, f"if {self.flt(s)} > {self.pick(['1.5', '2.5', '4.0'])}:")
+        self.emit(depth + 1, f'raise RuntimeError(f"r{{{self.int_(s)}}}")')
+
+    def ret(self, s: Scope) -> str:
+        result = self.current_result
+        if result is None:
+            return self.returned(s)
+        if result == "pair":
+            return f"{self.sc(s)}, {self.int_(s)}"
+        return self.value(s, result)
+
+    # -- functions -----------------------------------------------------------------------
+    def header(self, name: str, params: list[tuple[str, str, str | None]]) -> None:
+        text = ", ".join(p if d is None else f"{p}={d}" for p, _, d in params)
+        self.out.append(f"def {name}({text}):")
+        if self.globals_used and not self.pure:
+            self.out.append("    global COUNT")
+
+    def function(self, name: str, params: list[tuple[str, str, str | None]],
+                 result: str | None, statements: int) -> None:
+        s = Scope(in_fn=name)
+        for p, kind, _ in params:
+            s.names[p] = kind
+        self.header(name, params)
+        if not s.of(VEC):
+            t = self.fresh("t")
+            s.names[t] = VEC
+            src = self.pick(s.of(SC)) if s.of(SC) else "1.0"
+            self.out.append(f"    {t} = tf.fill([3], {src}) * tf.constant([0.5, -1.0, 2.0])")
+        self.current_result = result
+        self.budget = statements
+        if self.pure:
+            for _ in range(statements):
+                self.pick([self.s_assign, self.s_update])(s, 1)
+        else:
+            self.block(s, 1, statements)
+        self.emit(1, f"return {self.ret(s)}")
+        self.out.append("")
+
+    def recursive(self, name: str) -> None:
+        """A helper that calls itself, k times (k is at most 3 at its calls)."""
+        self.out.append(f"def {name}(a, k):")
+        if self.globals_used:
+            self.out.append("    global COUNT")
+        self.out.append("    if k <= 0:")
+        self.out.append(f"        return a {self.pick(['+ 0.0', '* 2.0', '- V_s' if 'V_s' in self.vars else '+ 1.0'])}")
+        s = Scope(in_fn=name, frozen=frozenset({"k"}))  # k only decreases: the recursion ends
+        s.names.update(a=SC, k=INT)
+        t = self.fresh("t")
+        self.out.append(f"    {t} = tf.fill([3], a) * tf.constant([0.5, -1.0, 2.0])")
+        s.names[t] = VEC
+        self.current_result = SC
+        self.budget = self.r.randint(1, 3)
+        self.block(s, 1, self.budget)
+        self.out.append(f"    return {name}(a * 0.5 + {self.sc(s, 1)}, k - 1) * 0.5")
+        self.out.append("")
+
+
+def program(seed: int) -> str:
+    """The source of one deterministic, terminating program; entry point `main(x, n, flag,
+    scale)`."""
+    g = Gen(seed)
+    r = g.r
+    g.out += ["import tensorflow as tf", "", "LOG = []"]
+    g.globals_used = r.random() < 0.25
+    if g.globals_used:
+        g.out += ["COUNT = 0", 'STATE = {"n": 0, "last": 0.0}']
+    for var in r.sample(["V_s", "V_v", "V_i"], r.randint(1, 3)):
+        init = {"V_s": f"tf.Variable({g.const()})", "V_v": "tf.Variable(tf.zeros([3]))",
+                "V_i": "tf.Variable(0)"}[var]
+        g.out.append(f"{var} = {init}")
+        g.vars[var] = {"V_s": SC, "V_v": VEC, "V_i": INT}[var]
+    g.out.append("")
+    g.out.append("")
+    for h in range(r.choice([0, 1, 1, 2])):
+        style = r.choice(["mixed", "mixed", "pure", "recursive"])
+        if style == "recursive":
+            name = f"hr{h}"
+            g.recursive(name)
+            g.helpers.append((name, [("a", SC, None), ("k", INT, None)], SC))
+            g.out.append("")
+            continue
+        name = f"h{h}"
+        params = r.choice([[("a", VEC, None), ("k", INT, None)], [("a", SC, None), ("k", INT, "2")],
+                           [("a", VEC, None), ("b", SC, None)], [("a", VEC, None)],
+                           [("a", SC, None), ("q", FLT, "0.5")]])
+        if style == "pure":
+            params = [(p, k, d) for p, k, d in params if k in (VEC, SC)]
+        result = r.choice([SC, SC, VEC] + (["pair"] if style == "mixed" else []))
+        g.pure = style == "pure"
+        g.function(name, params, result, r.randint(2, 6))
+        g.pure = False
+        g.helpers.append((name, params, result))
+        g.out.append("")
+    g.function("main", [("x", VEC, None), ("n", INT, None), ("flag", BOOL, None),
+                        ("scale", FLT, None)], None, r.randint(5, 14))
+    return "\n".join(g.out).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+    for arg in sys.argv[1:] or ["0"]:
+        print(f"# seed {arg}")
+        print(program(int(arg)))
