@@ -96,6 +96,8 @@ class Runtime:
     def begin(self, entry_values) -> "CallContext":
         """Start a call: check and convert the entry values first, so that a mismatch
         leaves nothing half-sent, then send the part number and the values."""
+        if not tf.executing_eagerly():  # a trace must not send (nor count) anything
+            raise EntryGuardFailed("called while a graph is being traced")
         registration = self.variant.registration()
         session = self.variant.session
         components = None

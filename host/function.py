@@ -18,6 +18,8 @@ import time
 import weakref
 from typing import Any, Callable
 
+from tensorflow.python.autograph.core.ag_ctx import control_status_ctx
+from tensorflow.python.autograph.impl.api import tf_convert
 from tensorflow.python.eager.context import executing_eagerly
 from tensorflow.python.eager.record import could_possibly_record
 
@@ -43,6 +45,9 @@ class SlicedFunction:
     fallbacks are logged rather than warned about."""
 
     _gpe_sliced = True  # what host.oracle classifies as Kind.SLICED_FN
+    # AutoGraph calls an "artifact" of its own as it is: it does not convert gpe's code
+    # when a tf.function traces a call (`_traced` converts the user's function, as eager)
+    autograph_info__: dict = {}
 
     def __init__(self, fn: Callable, profile_calls: int = 3, auto: bool = False,
                  adaptive: bool = True):
@@ -64,7 +69,9 @@ class SlicedFunction:
 
     def __call__(self, *args, **kwargs):
         self.stats_.calls += 1
-        if self.plain or not executing_eagerly():  # inside a graph being traced: plain TF
+        if not executing_eagerly():  # inside a graph being traced: plain TF
+            return self._traced(args, kwargs)
+        if self.plain:
             return self._eager(args, kwargs)
         start = time.perf_counter()  # a sliced call's cost includes finding its variant
         try:
@@ -88,8 +95,9 @@ class SlicedFunction:
     def _sliced(self, key, variant: Variant, start: float, args, kwargs):
         session = variant.session
         if not session.enter_call():
-            self._note("called while another sliced call was running (nested, or from "
-                       "another thread)")
+            self._note("in a forked child process (TF's thread pools did not survive the "
+                       "fork)" if session.forked else "called while another sliced call "
+                       "was running (nested, or from another thread)")
             return self._eager(args, kwargs)
         try:
             self.stats_.graph_calls += 1
@@ -146,8 +154,12 @@ class SlicedFunction:
             if self.assumed.relax(values) and self.keys.key(values) in self.cache.built:
                 self.stats_.calls -= 1
                 return self(*args, **kwargs)  # the relaxed variant takes this call
-        with self._lock:
-            return self._profile_and_build(self.keys.key(values), dict(values), args, kwargs)
+        with self._lock:  # another thread may have built (or refused) it meanwhile
+            key = self.keys.key(values)
+            if self.cache.get(key) is not None or key in self.cache.refused:
+                self.stats_.calls -= 1
+                return self(*args, **kwargs)
+            return self._profile_and_build(key, dict(values), args, kwargs)
 
     def _profile_and_build(self, key, values, args, kwargs):
         if self.cache.full:
@@ -202,6 +214,12 @@ class SlicedFunction:
         self.stats_.eager_calls += 1
         return self.fn(*args, **kwargs)
 
+    def _traced(self, args, kwargs):
+        """Called while a graph is traced: the user's function, converted by AutoGraph
+        when the trace converts (as a plain function called there would be)."""
+        self.stats_.eager_calls += 1
+        return tf_convert(self.fn, control_status_ctx())(*args, **kwargs)
+
     def _refuse(self, key, reason: str) -> None:
         self.cache.refused[key] = reason
         self._note(reason)
@@ -252,6 +270,7 @@ class _BoundSliced:
     """A sliced method bound to an instance (the instance is an ordinary host argument)."""
 
     _gpe_sliced = True
+    autograph_info__: dict = {}  # see SlicedFunction
 
     def __init__(self, sliced: SlicedFunction, obj):
         self._sliced, self._obj = sliced, obj

@@ -54,7 +54,9 @@ class Session:
         self.host_wait_s = 0.0  # time the host spent blocked on the graph
         self.timer: tf.Variable | None = None  # graph busy seconds and calls, when measuring
         self._call_guard = threading.Lock()
+        self._ack_lock = threading.Lock()  # one reader of the acknowledgements at a time
         self._call_owner: int | None = None
+        self.forked = False  # in a forked child: no sliced calls (see after_fork_in_child)
         self.watchdog = Watchdog(self)
         fence.install(self)
 
@@ -64,7 +66,7 @@ class Session:
         another thread, or an outer sliced call on this one): that call then runs eagerly,
         so the channels of two calls never interleave."""
         with self._call_guard:
-            if self._call_owner is not None:
+            if self._call_owner is not None or self.forked:
                 return False
             self._call_owner = threading.get_ident()
             return True
@@ -161,7 +163,7 @@ class Session:
         self._enqueue_control(index)
         self.sent += 1
         if self.sent - self.acknowledged > ACK_BACKLOG:  # keep the acknowledgements short
-            self._acknowledge(ACK_BACKLOG // 2)
+            self._acknowledge_until(self.acknowledged + ACK_BACKLOG // 2)
 
     def in_flight(self) -> bool:
         """Calls sent that the graph may not have finished, seen from outside a call."""
@@ -169,7 +171,14 @@ class Session:
 
     def fence(self) -> None:
         """Wait until the graph has finished every call sent so far."""
-        self._acknowledge(self.sent - self.acknowledged)
+        self._acknowledge_until(self.sent)
+
+    def _acknowledge_until(self, target: int) -> None:
+        """Read acknowledgements until `target` calls are acknowledged. One reader at a
+        time: two threads fencing at once must not each read the same missing ones (the
+        second would wait for acknowledgements that never come)."""
+        with self._ack_lock:
+            self._acknowledge(min(target, self.sent) - self.acknowledged)
 
     def _acknowledge(self, count: int) -> None:
         if count <= 0 or self.failed:
@@ -195,6 +204,9 @@ class Session:
 
     def _fail(self, exc: BaseException) -> None:
         with self._lock:
+            if self.failed:  # the first failure is the one raised (the queues it closed
+                log.debug("after the failure: %s", exc)  # make the sink fail in turn)
+                return
             self.failure, self.failed = exc, True
             log.debug("sink failed: %s", exc)
             self._close_queues()
@@ -259,6 +271,25 @@ class Session:
                 self.take_failure()
                 self._recover()
 
+    def after_fork_in_child(self) -> None:
+        """In a forked child: the sink and watchdog threads did not survive the fork, and
+        a lock may be held by a thread that is gone. Start a fresh generation (fresh queues;
+        each variant registers its part again at its next call) with fresh locks."""
+        self._lock = threading.RLock()
+        self._call_guard, self._ack_lock = threading.Lock(), threading.Lock()
+        self._call_owner = None
+        self.nested_start = None
+        self.generation += 1
+        self._new_generation()
+        self.forked = True  # TF's own thread pools did not survive either: calls run eagerly
+        self.watchdog.restart_in_child()
+
+    def before_fork(self) -> None:
+        """Before a fork: let the graph finish the calls sent, so that the child (which
+        runs calls eagerly) sees their effects, as it would under eager."""
+        if self._call_owner is None and not self.failed and self.thread is not None:
+            self.fence()
+
     def close(self) -> None:
         """Stop the sink after the calls already sent (bounded wait, then cancel). A failed
         sink may still be finishing an op: it is waited for too, so that no TF thread is
@@ -321,3 +352,18 @@ def get_session() -> Session:
                 atexit.register(_session.close)
     return _session
 
+
+
+def _after_fork_in_child() -> None:
+    global _session_lock
+    _session_lock = threading.Lock()
+    if _session is not None:
+        _session.after_fork_in_child()
+
+
+def _before_fork() -> None:
+    if _session is not None:
+        _session.before_fork()
+
+
+os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)

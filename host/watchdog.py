@@ -72,5 +72,12 @@ class Watchdog:
                     f"(set GPE_WAIT_TIMEOUT to change the limit)"))
                 return
 
+    def restart_in_child(self) -> None:
+        """In a forked child (its thread did not survive the fork): watch again."""
+        self.waits = {}
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="gpe-watchdog", daemon=True)
+        self.thread.start()
+
     def stop(self) -> None:
         self._stop.set()

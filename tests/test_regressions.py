@@ -622,8 +622,6 @@ THREADS = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 9: calls from threads build a variant "
-                                       "each and can block forever")
 @pytest.mark.timeout(300)
 def test_item09_four_threads_calling_one_function(tmp_path):
     """Eager: four threads x 20 calls: every call returns 6.0 and v ends 480.0.

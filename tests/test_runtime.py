@@ -306,3 +306,49 @@ def test_the_adaptive_timer_survives_a_nested_call_finishing_its_measurement():
     verdicts = [timer.eager_call(1e-6) for _ in range(COMPARE_CALLS)]  # inner calls
     assert verdicts[-1] is not None and timer.eager_faster  # eager was faster
     assert timer.eager_call(1e-6) is None  # the outer call ends after the verdict
+
+
+@pytest.mark.timeout(120)
+def test_two_threads_fencing_at_once_each_read_only_missing_acknowledgements():
+    """Two threads reading `float(v)` after sliced calls fence at once: each waits only for
+    acknowledgements not read yet (both once read the same missing ones, and the second
+    waited for acknowledgements that never came)."""
+    import threading
+    v = tf.Variable(0.0)
+
+    def step(x):
+        v.assign_add(tf.reduce_sum(x))
+        return x * 2.0
+    sliced = gpe.function(step, profile_calls=1, adaptive=False)
+    for _ in range(3):
+        sliced(X)
+    results, session = [], sliced.variants[next(iter(sliced.variants))].session
+    for _ in range(20):
+        sliced(X)
+        threads = [threading.Thread(target=lambda: results.append(float(v)), daemon=True)
+                   for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not any(t.is_alive() for t in threads)
+    assert session.acknowledged == session.sent and len(results) == 40
+
+
+def test_a_call_while_a_tf_function_traces_sends_nothing():
+    """A sliced function called inside tf.function: AutoGraph converts the user's function
+    (its tensor `if` becomes a cond), not gpe's code, and the session counts no call."""
+    def f(x):
+        if tf.reduce_sum(x) > 0:
+            return x * 2.0
+        return x
+    sliced = gpe.function(f, profile_calls=1, adaptive=False)
+    for _ in range(3):
+        sliced(X)
+    session = sliced.variants[next(iter(sliced.variants))].session
+    session.fence()
+    sent = session.sent
+    outer = tf.function(lambda x: sliced(x) + 1.0)
+    assert outer(X).numpy().tolist() == [3.0, 5.0, 7.0]
+    assert outer(-X).numpy().tolist() == [0.0, -1.0, -2.0]
+    assert session.sent == sent
