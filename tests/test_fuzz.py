@@ -15,7 +15,11 @@ from fuzz.run import parse_seeds
 
 # seeds with a finding at HEAD (tests/fuzz/FINDINGS.md says which root cause each shows):
 # regression tests once fixed
-KNOWN_FAILING: dict[int, str] = {}
+KNOWN_FAILING: dict[int, str] = {
+    37: "NameError for a comprehension variable (`[w2 * 0.5 + tf.cast(q, tf.float32) for q "
+        "in range(3)]` in a tensor `while` inside a `for`): the profile program fails, a "
+        "gpe-only error (found at the end of session 3, cause not yet found)",
+}
 
 SEEDS = parse_seeds(os.environ.get("GPE_FUZZ_SEEDS", "0:40"))
 
