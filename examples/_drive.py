@@ -193,7 +193,8 @@ def run_mode(mode: str, path: str, steps: int | None, adaptive: bool, workdir: s
     start = time.perf_counter()
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=CHILD_TIMEOUT,
-                              env=env, cwd=ROOT)
+                              env=env, cwd=workdir)  # not the repository root: its
+        # folder gpe/ would shadow the installed namespace for `python -m gpe.cli`
     except subprocess.TimeoutExpired as exc:
         return {"mode": mode, "error": f"timeout: no result after {CHILD_TIMEOUT} s (hang?)",
                 "stdout": exc.stdout or "", "stderr": exc.stderr or "", "result": None}

@@ -332,7 +332,10 @@ class Worker:
                                                   suffix=".log", delete=False)
         code = f"import sys; sys.path.insert(0, {TESTS!r}); from fuzz.differential import serve; serve()"
         self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.stderr, cwd=ROOT,
+                                     stdout=subprocess.PIPE, stderr=self.stderr,
+                                     # not the repository root: its folder gpe/ would
+                                     # shadow the installed namespace
+                                     cwd=TESTS,
                                      text=True, bufsize=1)
         self.served = 0
         line = self._readline(120)
