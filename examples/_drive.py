@@ -136,8 +136,7 @@ def plain(value):
 def child(mode: str, path: str, steps: int | None, adaptive: bool, result_file: str) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
-    sys.path.insert(0, ROOT)
-    import gpe
+    import gpe  # installed (the repository root would shadow it with its API folder)
     module = load_program(path)
     steps = steps if steps is not None else module.DEFAULT_STEPS
     stamps, wrapped = {}, {}
