@@ -26,44 +26,25 @@ program's main step function (TIMED_STEP in the program, else `train_step`) afte
 runs. `drain` is the mean over the same calls up to the end of `main` (its final
 `float(...)` waits for work still in flight), shown where it exceeds 1.5x the median.
 Writes one JSON file per program under `--out` and prints a table.
+
+The children, the program contract and the comparison are gpe's own (gpe.drive,
+gpe.compare), shared with `gpe bench PROGRAM`, which times eager, tf.function and gpe the
+same way and prints ratios, build time and gpe's fallback overhead.
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib.util
-import inspect
-import io
 import json
-import math
 import os
-import pickle
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-import traceback
-import warnings
+
+from gpe.bench_program import run_metrics
+from gpe.compare import verdict
+from gpe.drive import MODES, default_steps, gpe_report, run_mode  # noqa: F401 (re-exported)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-MODES = ("eager", "tf.function", "gpe", "gpe-run")
-CHILD_TIMEOUT = 600  # seconds a mode may take (gpe has known hangs)
-RTOL_CLOSE = 1e-4    # "close": every float within this relative difference
-SCALE_FLOOR = 1e-2   # ... of max(|a|, |b|, SCALE_FLOOR): tiny values compare absolutely
-
-
-def is_step_name(name: str) -> bool:
-    return name == "train_step" or name.endswith("_step")
-
-
-def default_steps(path: str) -> int | None:
-    """The program's DEFAULT_STEPS, read from its source (the parent imports no TF)."""
-    with open(path) as f:
-        found = re.search(r"^DEFAULT_STEPS\s*=\s*(\d+)", f.read(), re.M)
-    return int(found.group(1)) if found else None
 
 
 def program_path(name: str) -> str:
@@ -72,270 +53,13 @@ def program_path(name: str) -> str:
     return os.path.abspath(name)
 
 
-# --- the child: one mode in this process ---------------------------------------------------
-
-class Timed:
-    """Records the time of every call, then calls `inner` (a function, a tf.function or a
-    gpe function); as a class attribute it binds through `inner`'s own descriptor, as the
-    decorated method would."""
-
-    def __init__(self, inner, stamps: list):
-        self.inner, self.stamps = inner, stamps
-
-    def __get__(self, obj, objtype=None):
-        if obj is None:
-            return self
-        bound, stamps = self.inner.__get__(obj, objtype), self.stamps
-
-        def call(*args, **kwargs):
-            stamps.append(time.perf_counter())
-            return bound(*args, **kwargs)
-        return call
-
-    def __call__(self, *args, **kwargs):
-        self.stamps.append(time.perf_counter())
-        return self.inner(*args, **kwargs)
-
-
-def load_program(path: str):
-    sys.path.insert(0, os.path.dirname(path))
-    name = os.path.splitext(os.path.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def step_functions(module):
-    """[(label, owner, attribute name, function)]: module-level step functions and step
-    methods of the module's own classes."""
-    found = []
-    for name, obj in list(vars(module).items()):
-        if inspect.isfunction(obj) and obj.__module__ == module.__name__ and is_step_name(name):
-            found.append((name, module, name, obj))
-        elif inspect.isclass(obj) and obj.__module__ == module.__name__:
-            for attr, value in list(vars(obj).items()):
-                if inspect.isfunction(value) and is_step_name(attr):
-                    found.append((f"{name}.{attr}", obj, attr, value))
-    return found
-
-
-def plain(value):
-    """Observables in a picklable, comparable form (tensors and gpe's lazy values become
-    NumPy arrays)."""
-    if hasattr(value, "numpy") and callable(value.numpy):
-        return value.numpy()
-    if isinstance(value, (list, tuple)):
-        return type(value)(plain(v) for v in value)
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    return value
-
-
-def child(mode: str, path: str, steps: int | None, adaptive: bool, result_file: str) -> None:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-    import gpe  # installed (the repository root would shadow it with its API folder)
-    module = load_program(path)
-    steps = steps if steps is not None else module.DEFAULT_STEPS
-    stamps, wrapped = {}, {}
-    for label, owner, attr, fn in step_functions(module):
-        if mode == "tf.function":
-            inner = tf.function(fn)
-        elif mode == "gpe":
-            inner = gpe.function(fn, adaptive=adaptive)
-            wrapped[label] = inner
-        else:
-            inner = fn
-        stamps[label] = []
-        setattr(owner, attr, Timed(inner, stamps[label]))
-    out = io.StringIO()
-    error = result = None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", gpe.GpeWarning)
-        start = time.perf_counter()
-        try:
-            with contextlib.redirect_stdout(out):
-                result = plain(module.main(steps))
-        except BaseException as exc:  # noqa: BLE001 - reported, not handled
-            error = f"{type(exc).__name__}: {exc}"
-            tb = traceback.format_exc()
-        end = time.perf_counter()
-    record = {
-        "mode": mode, "steps": steps, "result": result, "stdout": out.getvalue(),
-        "error": error, "traceback": tb if error else None, "start": start, "end": end,
-        "stamps": stamps, "timed": getattr(module, "TIMED_STEP", None),
-        "stats": {label: fn.stats() for label, fn in wrapped.items()},
-        "warnings": sorted({str(w.message) for w in caught
-                            if issubclass(w.category, gpe.GpeWarning)}),
-    }
-    with open(result_file, "wb") as f:
-        pickle.dump(record, f)
-
-
-# --- the parent: run the modes, compare, report --------------------------------------------
-
-def run_mode(mode: str, path: str, steps: int | None, adaptive: bool, workdir: str) -> dict:
-    result_file = os.path.join(workdir, f"{os.path.basename(path)}.{mode}.pkl")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", GPE_WAIT_TIMEOUT="120")
-    python = sys.executable
-    if mode == "gpe-run":
-        dump = result_file + ".dump"
-        command = [python, "-m", "gpe.cli", "run", "--report", path, "--dump", dump]
-        if steps is not None:
-            command += ["--steps", str(steps)]
-    else:
-        command = [python, os.path.abspath(__file__), "--child", mode, path,
-                   "--result", result_file] + (["--steps", str(steps)] if steps else []) + \
-                  (["--adaptive"] if adaptive else [])
-    start = time.perf_counter()
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=CHILD_TIMEOUT,
-                              env=env, cwd=workdir)  # not the repository root: its
-        # folder gpe/ would shadow the installed namespace for `python -m gpe.cli`
-    except subprocess.TimeoutExpired as exc:
-        return {"mode": mode, "error": f"timeout: no result after {CHILD_TIMEOUT} s (hang?)",
-                "stdout": exc.stdout or "", "stderr": exc.stderr or "", "result": None}
-    wall = time.perf_counter() - start
-    if mode == "gpe-run":
-        record = {"mode": mode, "stdout": proc.stdout, "stderr": proc.stderr,
-                  "rc": proc.returncode, "result": None, "error": None, "wall": wall}
-        if os.path.exists(dump):
-            with open(dump, "rb") as f:
-                record["result"] = pickle.load(f)
-        if proc.returncode != 0:
-            record["error"] = f"exit {proc.returncode}: {last_error_line(proc.stderr)}"
-        record["report"] = gpe_report(proc.stderr)
-        return record
-    if not os.path.exists(result_file):
-        return {"mode": mode, "error": f"child died (exit {proc.returncode}): "
-                                       f"{last_error_line(proc.stderr)}",
-                "stdout": proc.stdout, "stderr": proc.stderr, "result": None}
-    with open(result_file, "rb") as f:
-        record = pickle.load(f)
-    record["stderr"] = proc.stderr
-    record["wall"] = wall
-    return record
-
-
-def last_error_line(stderr: str) -> str:
-    lines = [line for line in stderr.strip().splitlines()
-             if line and not line.startswith((" ", "WARNING", "I0000", "E0000", "W0000"))]
-    errors = [line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception|Exit)\b", line)
-              or re.match(r"^[A-Za-z_.]+: ", line)]
-    return (errors or lines or ["(no output)"])[-1][:300]
-
-
-def gpe_report(stderr: str) -> list[str]:
-    lines = stderr.splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith("gpe report"):
-            return lines[i:]
-    return []
-
-
-def compare(a, b, where="") -> tuple[str, float, str]:
-    """("identical" | "close" | "differs", max relative difference, first difference)."""
-    import numpy as np
-    if isinstance(a, (float, np.floating)) and isinstance(b, (float, np.floating, int)) or \
-            isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        x, y = np.asarray(a), np.asarray(b)
-        if x.shape != y.shape or x.dtype.kind != y.dtype.kind:
-            return "differs", math.inf, f"{where}: {x.dtype}{x.shape} vs {y.dtype}{y.shape}"
-        if x.dtype.kind not in "fc":
-            if np.array_equal(x, y):
-                return "identical", 0.0, ""
-            i = np.argwhere(x != y)[0]
-            return "differs", math.inf, f"{where}{list(i)}: {x[tuple(i)]} vs {y[tuple(i)]}"
-        if np.array_equal(x, y, equal_nan=True):
-            return "identical", 0.0, ""
-        with np.errstate(all="ignore"):
-            diff = np.abs(x - y) / np.maximum(np.maximum(np.abs(x), np.abs(y)), SCALE_FLOOR)
-        diff = np.where(np.isnan(x) & np.isnan(y), 0.0, diff)
-        diff = np.where(np.isnan(diff), np.inf, diff)
-        worst = float(diff.max())
-        i = np.unravel_index(int(diff.argmax()), diff.shape) if diff.shape else ()
-        text = f"{where}{list(i) if i else ''}: {x[i]!r} vs {y[i]!r}"
-        return ("close" if worst <= RTOL_CLOSE else "differs"), worst, text
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        if len(a) != len(b):
-            return "differs", math.inf, f"{where}: length {len(a)} vs {len(b)}"
-        return merge([compare(x, y, f"{where}[{i}]") for i, (x, y) in enumerate(zip(a, b))])
-    if isinstance(a, dict) and isinstance(b, dict):
-        if a.keys() != b.keys():
-            return "differs", math.inf, f"{where}: keys {sorted(a)} vs {sorted(b)}"
-        return merge([compare(a[k], b[k], f"{where}.{k}") for k in a])
-    if type(a) is not type(b) and not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
-        return "differs", math.inf, f"{where}: {type(a).__name__} vs {type(b).__name__}"
-    if a == b:
-        return "identical", 0.0, ""
-    return "differs", math.inf, f"{where}: {a!r} vs {b!r}"[:200]
-
-
-def merge(parts):
-    order = {"identical": 0, "close": 1, "differs": 2}
-    status = max((p[0] for p in parts), key=order.get, default="identical")
-    worst = max((p[1] for p in parts), default=0.0)
-    first = next((p[2] for p in parts if p[0] == status and p[2]), "")
-    return status, worst, first
-
-
-NUMBER = re.compile(r"-?\d+\.?\d*(?:e[-+]?\d+)?")
-
-
-def compare_stdout(a: str, b: str) -> str:
-    if a == b:
-        return "identical"
-    if NUMBER.sub("#", a) == NUMBER.sub("#", b):
-        xs = [float(v) for v in NUMBER.findall(a)]
-        ys = [float(v) for v in NUMBER.findall(b)]
-        worst = max(abs(x - y) / max(abs(x), abs(y), 1e-6) for x, y in zip(xs, ys))
-        return f"numbers differ (max rel {worst:.1e})"
-    la, lb = a.splitlines(), b.splitlines()
-    for i, (x, y) in enumerate(zip(la, lb)):
-        if x != y:
-            return f"differs at line {i + 1}: {x!r} vs {y!r}"
-    return f"differs: {len(la)} lines vs {len(lb)}"
-
-
 def timing(record: dict, warmup: int) -> dict:
-    stamps = record.get("stamps") or {}
-    name = record.get("timed") or ("train_step" if "train_step" in stamps else None)
-    if name is None:
-        name = next((k for k in stamps if k.endswith(".train_step")),
-                    next((k for k, v in stamps.items() if v), None))
-    calls = stamps.get(name) or []
-    if len(calls) < warmup + 3:
-        return {"step": name, "median_ms": None, "drain_ms": None, "calls": len(calls)}
-    intervals = [b - a for a, b in zip(calls[warmup:], calls[warmup + 1:])]
-    drain = (record["end"] - calls[warmup]) / (len(calls) - warmup)
-    return {"step": name, "median_ms": statistics.median(intervals) * 1e3,
-            "drain_ms": drain * 1e3, "calls": len(calls)}
-
-
-def verdict(eager: dict, other: dict) -> dict:
-    if other.get("error") and other.get("result") is None:
-        return {"match": f"error: {other['error']}"}
-    out = {}
-    if eager.get("result") is None:
-        return {"match": "no eager result"}
-    parts = {k: compare(eager["result"][k], other["result"][k], k)
-             for k in ("losses", "weights", "state")}
-    status, worst, first = merge(list(parts.values()))
-    if status == "identical":
-        out["match"] = "identical"
-    elif status == "close":
-        out["match"] = f"close (max rel {worst:.1e})"
-    else:
-        out["match"] = "DIFFERS: " + "; ".join(
-            f"{k} {p[0]}" + (f" ({p[2]})" if p[0] == "differs" else "")
-            for k, p in parts.items() if p[0] != "identical")
-    out["parts"] = {k: p[0] for k, p in parts.items()}
-    out["stdout"] = compare_stdout(eager.get("stdout", ""), other.get("stdout", ""))
-    if other.get("error"):
-        out["match"] += f"; then error: {other['error']}"
-    return out
+    if not record.get("calls"):
+        return {"step": None, "median_ms": None, "drain_ms": None, "calls": 0}
+    m = run_metrics(record, warmup)
+    enough = m["calls"] >= warmup + 3
+    return {"step": m["step"], "median_ms": m["ms_per_step"] if enough else None,
+            "drain_ms": m["ms_to_end"] if enough else None, "calls": m["calls"]}
 
 
 def sliced_fraction(stats: dict) -> str:
@@ -467,13 +191,7 @@ def main(argv=None) -> int:
                         help="gpe mode: let gpe run a variant eagerly where that is faster")
     parser.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "gpe_drive"))
     parser.add_argument("--json", help="also write all summaries to this file")
-    parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
-    parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child:
-        child(args.child, program_path(args.programs[0]), args.steps, args.adaptive,
-              args.result)
-        return 0
     modes = [m for m in args.modes.split(",") if m]
     if "eager" in modes:  # the reference runs first
         modes.remove("eager")

@@ -1,109 +1,48 @@
-"""`gpe bench`: the cost of crossing between the host and the graph, in one run.
-
-Each figure is the median over --repeats runs of --calls operations, in microseconds per
-operation; pipelined figures include the final wait for the graph to finish.
-"""
+"""`gpe bench PROGRAM ...`: run, print and write (see gpe.bench_program for what is measured,
+gpe.bench_report for the tables; `gpe bench --crossing` is gpe.bench_crossing)."""
 from __future__ import annotations
 
-import statistics
-import time
-from typing import Callable
+import os
+import sys
 
-import numpy as np
-import tensorflow as tf
-from tensorflow.python.ops import gen_data_flow_ops
-
-import gpe
-
-_state = tf.Variable(0.0)
+from gpe import bench_report
+from gpe.bench_program import bench
+from gpe.drive import ProgramError
 
 
-def _send_only(x):
-    _state.assign(x)
+def _check_outputs(args, usage) -> None:
+    if args.plot is not None and not bench_report.plot_available():
+        raise usage("--plot needs matplotlib, which is not installed: "
+                    "pip install 'gpe[plot]' (or pip install matplotlib)")
+    for option in ("json", "plot"):
+        path = getattr(args, option)
+        if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise usage(f"--{option}: no such directory: {os.path.dirname(path)}")
 
 
-def _empty(x):
-    return x
-
-
-def _plus_one(x):
-    return x + 1.0
-
-
-def _median_us(run: Callable[[int], None], calls: int, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run(calls)
-        times.append((time.perf_counter() - start) / calls)
-    return statistics.median(times) * 1e6
-
-
-def crossing(calls: int = 2000, repeats: int = 5) -> list[tuple[str, float, str]]:
-    x = tf.constant(1.0)
-    queue = tf.queue.FIFOQueue(-1, [tf.float32])
-    eager_fn = tf.function(_plus_one, autograph=False)
-    send_only, empty, plus_one = (gpe.function(f, adaptive=False)  # measure the sliced path
-                                  for f in (_send_only, _empty, _plus_one))
-    for f in (send_only, empty, plus_one):  # profile call, then build and first graph run
-        f(x)
-        f(x)
-    float(plus_one(x))
-    float(empty(x))
-
-    def enqueue(n):
-        for _ in range(n):
-            gen_data_flow_ops.queue_enqueue_v2(queue.queue_ref, [x])
-
-    def dequeue(n):
-        for _ in range(n):
-            gen_data_flow_ops.queue_dequeue_v2(queue.queue_ref, [tf.float32])
-
-    def pipelined(f):
-        def run(n):
-            for _ in range(n):
-                r = f(x)
-            float(plus_one(x)) if r is None else float(r)
-        return run
-
-    def round_trip(n):
-        for _ in range(n):
-            float(plus_one(x))
-
-    def eager(n):
-        for _ in range(n):
-            _plus_one(x)
-
-    def graph(n):
-        for _ in range(n):
-            eager_fn(x)
-
-    rows = [
-        ("eager op (x + 1.0)", _median_us(eager, calls, repeats), "reference"),
-        ("tf.function call (x + 1.0)", _median_us(graph, calls, repeats), "reference"),
-        ("queue enqueue, eager (the host's send primitive)",
-         _median_us(enqueue, calls, repeats), ""),
-        ("queue dequeue of a ready value (the host's receive primitive)",
-         _median_us(dequeue, calls, repeats), ""),
-        ("host->TF send, pipelined (sliced call that only sends)",
-         _median_us(pipelined(send_only), calls, repeats), "target < 25"),
-        ("empty sliced call, pipelined (x in, x out, not read)",
-         _median_us(pipelined(empty), calls, repeats), ""),
-        ("TF->host receive, round trip (float(f(x)) each call)",
-         _median_us(round_trip, calls, repeats), "target < 100"),
-    ]
-    return rows
-
-
-def format_rows(rows) -> str:
-    width = max(len(name) for name, _, _ in rows)
-    lines = [f"{'operation':<{width}}  {'us/op':>8}"]
-    lines += [f"{name:<{width}}  {value:8.1f}  {note}" for name, value, note in rows]
-    return "\n".join(lines)
-
-
-def main(calls: int, repeats: int) -> str:
-    np.random.seed(0)
-    text = format_rows(crossing(calls, repeats))
-    print(text)
-    return text
+def run_bench(args, usage) -> int:
+    """Run the bench the parsed `args` ask for; `usage` is the exception class for bad
+    input (reported as one line). Exit status 1 where gpe differs from eager or fails."""
+    _check_outputs(args, usage)
+    repeats = 3 if args.repeats is None else args.repeats
+    try:
+        summaries = bench(args.programs, args.steps, repeats, args.warmup,
+                          not args.no_adaptive, args.timeout)
+    except ProgramError as exc:
+        raise usage(str(exc)) from None
+    for summary in summaries:
+        print(bench_report.program_table(summary) + "\n", flush=True)
+    if len(summaries) > 1:
+        print(bench_report.summary_table(summaries), flush=True)
+    settings = {"command": ["gpe", *getattr(args, "argv", [])], "steps": args.steps,
+                "repeats": repeats, "warmup": args.warmup, "adaptive": not args.no_adaptive}
+    if args.json:
+        bench_report.write_json(args.json, summaries, settings)
+    if args.plot:
+        bench_report.write_plot(args.plot, summaries)
+    bad = [s["program"] for s in summaries
+           if s["ways"]["gpe"].get("status") not in ("identical", "close")]
+    if bad:
+        print(f"gpe: gpe's results differ from eager's or gpe failed: {', '.join(bad)}",
+              file=sys.stderr)
+    return 1 if bad else 0

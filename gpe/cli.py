@@ -73,12 +73,88 @@ def _run(args) -> int:
 
 
 def _bench(args) -> int:
-    from gpe.bench import main
+    if args.crossing or not args.programs:
+        return _bench_crossing(args)
+    from gpe.bench import run_bench
+    for option in ("steps", "repeats"):
+        value = getattr(args, option)
+        if value is not None and value < 1:
+            raise Usage(f"--{option} must be at least 1, got {value}")
+    if args.warmup < 0:
+        raise Usage(f"--warmup must be 0 or more, got {args.warmup}")
+    if args.timeout <= 0:
+        raise Usage(f"--timeout must be positive, got {args.timeout}")
+    if args.calls is not None:
+        raise Usage("--calls applies to --crossing; for a program use --steps")
+    for path in args.programs:
+        _file(path)
+    return run_bench(args, Usage)
+
+
+def _bench_crossing(args) -> int:
+    from gpe.bench_crossing import main
+    if args.programs:
+        raise Usage("--crossing takes no PROGRAM")
+    for option in ("steps", "json", "plot"):
+        if getattr(args, option) is not None:
+            raise Usage(f"--{option} applies to a PROGRAM, not to --crossing")
+    args.calls = 2000 if args.calls is None else args.calls
+    args.repeats = 5 if args.repeats is None else args.repeats
     for option in ("calls", "repeats"):
         if getattr(args, option) < 1:
             raise Usage(f"--{option} must be at least 1, got {getattr(args, option)}")
     main(args.calls, args.repeats)
     return 0
+
+
+BENCH_DESCRIPTION = (
+    "Run each PROGRAM three ways, each in its own process, --repeats times: eagerly, with "
+    "tf.function on its step functions and with gpe on them; print per way the steady-state "
+    "ms per step (median), the ratio to eager and to tf.function, build time, the share of "
+    "calls sliced, gpe's eager calls with their per-call overhead, and whether the results, "
+    "final variables, host state and printed output match eager's. PROGRAM is a Python file "
+    "with a top-level main(steps) returning what to compare (e.g. {'losses': [...], "
+    "'weights': [...], 'state': {...}}) and step functions named train_step or *_step (or "
+    "listed in STEP_FUNCTIONS) that main looks up when it calls them. Progress goes to "
+    "stderr. Exit status 1 where gpe's results differ from eager's or gpe fails.")
+
+
+def _bench_parser(commands) -> None:
+    bench = commands.add_parser(
+        "bench", help="time a program eagerly, with tf.function and with gpe, and check "
+                      "that it still does the same (or, with --crossing, gpe's crossing cost)",
+        usage="gpe bench [-h] [--steps N] [--repeats R] [--warmup W] [--json FILE] "
+              "[--plot FILE.png] [--no-adaptive] [--timeout S] PROGRAM [PROGRAM ...]\n"
+              "       gpe bench --crossing [--calls N] [--repeats R]",
+        description=BENCH_DESCRIPTION,
+        epilog="With --crossing (or no PROGRAM): the cost of crossing between host and "
+               "graph: an eager op, a tf.function call, the host's queue primitives, a "
+               "pipelined host->TF send, an empty sliced call and a TF->host round trip "
+               "(median microseconds per operation).")
+    bench.add_argument("programs", nargs="*", metavar="PROGRAM",
+                       help="Python file(s) following the contract above")
+    bench.add_argument("--steps", type=int, metavar="N",
+                       help="main(N) (default: the program's DEFAULT_STEPS, else 100)")
+    bench.add_argument("--repeats", type=int, metavar="R",
+                       help="runs per way; the median is shown (default 3; --crossing: 5)")
+    bench.add_argument("--warmup", type=int, default=10, metavar="W",
+                       help="calls of the timed step left out of its timing (default 10; "
+                            "fewer where a run has few calls)")
+    bench.add_argument("--json", metavar="FILE", help="also write every figure to FILE (JSON)")
+    bench.add_argument("--plot", metavar="FILE.png",
+                       help="also draw step times per way to a PNG (needs matplotlib: "
+                            "pip install 'gpe[plot]')")
+    bench.add_argument("--no-adaptive", action="store_true",
+                       help="gpe keeps every variant sliced (default: gpe's own choice of "
+                            "eager where that is faster)")
+    bench.add_argument("--timeout", type=float, default=600, metavar="S",
+                       help="seconds one way's run may take before it counts as hung "
+                            "(default 600)")
+    bench.add_argument("--crossing", action="store_true",
+                       help="measure the cost of crossing between host and graph instead")
+    bench.add_argument("--calls", type=int, metavar="N",
+                       help="--crossing: operations per timed run (default 2000)")
+    bench.set_defaults(run=_bench)
 
 
 def main(argv=None) -> int:
@@ -109,15 +185,9 @@ def main(argv=None) -> int:
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
                      help="arguments passed to the script")
     run.set_defaults(run=_run, parser=run)
-    bench = commands.add_parser(
-        "bench", help="measure the cost of crossing between host and graph",
-        description="Measure, in one run: an eager op, a tf.function call, the host's queue "
-                    "primitives, a pipelined host->TF send, an empty sliced call and a "
-                    "TF->host round trip (median microseconds per operation).")
-    bench.add_argument("--calls", type=int, default=2000, help="operations per timed run")
-    bench.add_argument("--repeats", type=int, default=5, help="timed runs; the median is shown")
-    bench.set_defaults(run=_bench)
+    _bench_parser(commands)
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return args.run(args)
     except Usage as exc:
