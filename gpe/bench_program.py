@@ -48,12 +48,12 @@ def _label_metrics(calls: dict, warmup: int) -> dict:
     steady = sorted(durations[skip:]) or sorted(durations)
     typical = statistics.median(steady) if steady else 0.0
     built = [d for d, k in zip(durations, kinds) if k in (KINDS["built"], KINDS["traced"])]
-    eager = [d for d, k in zip(durations, kinds) if k == KINDS["eager"]]
+    eager = [d for d, k in zip(durations[skip:], kinds[skip:]) if k == KINDS["eager"]]
     plain = [d for d, k in zip(durations[skip:], kinds[skip:]) if k == KINDS["call"]]
     return {"calls": len(kinds), "sliced": kinds.count(KINDS["sliced"]),
-            "eager": len(eager), "builds": len(built),
+            "eager": kinds.count(KINDS["eager"]), "builds": len(built),
             "build_s": sum(max(0.0, d - typical) for d in built),
-            "eager_median_s": statistics.median(eager) if eager else None,
+            "eager_median_s": statistics.median(eager) if eager else None,  # after warm-up
             "plain_median_s": statistics.median(plain) if plain else None}
 
 
@@ -70,7 +70,7 @@ def run_metrics(record: dict, warmup: int) -> dict:
         "ms_per_step": statistics.median(intervals) * 1e3 if intervals else None,
         "ms_to_end": ((record["end"] - starts[skip]) / (len(starts) - skip) * 1e3
                       if len(starts) > skip else None),
-        "intervals_ms": [i * 1e3 for i in intervals],
+        "intervals_ms": [(b - a) * 1e3 for a, b in zip(starts, starts[1:])],  # all calls
         "build_s": sum(m["build_s"] for m in per_label.values()),
         "per_step": per_label,
     }
@@ -116,7 +116,9 @@ def _way_summary(way: str, records: list[dict], metrics: list[dict], verdicts: l
            "ms_per_step_runs": [m["ms_per_step"] for m in ok],
            "ms_to_end": _median(m["ms_to_end"] for m in ok),
            "build_s": _median(m["build_s"] for m in ok) if way != "eager" else None,
-           "intervals_ms": ok[0]["intervals_ms"] if ok else []}
+           "warmup": ok[0]["warmup"] if ok else None,
+           "intervals_ms": ok[0]["intervals_ms"] if ok else [],
+           "per_step": ok[0]["per_step"] if ok else {}}
     if ok:
         per = ok[0]["per_step"]
         row["calls"] = sum(m["calls"] for m in per.values())

@@ -49,7 +49,7 @@ def program_table(summary: dict) -> str:
     runs = max((r.get("runs") or 0) for r in ways.values())
     lines = [f"{summary['program']}: {summary['steps']} steps, {runs} run(s) per way; "
              f"ms/step: median interval between calls of {step}",
-             "| way | ms/step | to end | vs eager | vs tf.function | build s | sliced calls | "
+             "| way | ms/step | mean to end | vs eager | vs tf.function | build s | sliced calls | "
              "eager calls (overhead) | matches eager |", "|" + "---|" * 9]
     for way in WAYS:
         row = ways[way]
@@ -113,8 +113,9 @@ def plot_available() -> bool:
 
 
 def write_plot(path: str, summaries: list[dict]) -> None:
-    """A PNG: per program, each way's step times (ms, log scale) against the call number,
-    from the first run."""
+    """A PNG: per program, each way's step times (ms, log scale: the interval between
+    successive calls of the timed step) against the call number, from the first run; a
+    dashed line where the warm-up ends."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -126,10 +127,13 @@ def write_plot(path: str, summaries: list[dict]) -> None:
         for way in WAYS:
             times = s["ways"][way].get("intervals_ms") or []
             if times:
-                ax.plot(range(1, len(times) + 1), times, label=way, linewidth=1)
+                ax.plot(range(2, len(times) + 2), times, label=way, linewidth=1)
+        warmup = s["ways"]["eager"].get("warmup")
+        if warmup:
+            ax.axvline(warmup + 1, color="grey", linestyle="--", linewidth=0.8)
         ax.set_yscale("log")
         ax.set_title(s["program"], fontsize=10)
-        ax.set_xlabel("step (after warm-up)")
+        ax.set_xlabel("call of the timed step (dashed: end of warm-up)")
         ax.set_ylabel("ms per step")
         ax.legend(fontsize=8)
     for ax in list(axes.flat)[count:]:
