@@ -30,6 +30,9 @@ def run_bench(args, usage) -> int:
                           not args.no_adaptive, args.timeout)
     except ProgramError as exc:
         raise usage(str(exc)) from None
+    except KeyboardInterrupt:  # the running child is killed by subprocess.run
+        print("gpe: bench interrupted", file=sys.stderr)
+        return 130
     for summary in summaries:
         print(bench_report.program_table(summary) + "\n", flush=True)
     if len(summaries) > 1:
