@@ -25,16 +25,17 @@ def run_bench(args, usage) -> int:
     input (reported as one line). Exit status 1 where gpe differs from eager or fails."""
     _check_outputs(args, usage)
     repeats = 3 if args.repeats is None else args.repeats
+    summaries = []
     try:
-        summaries = bench(args.programs, args.steps, repeats, args.warmup,
-                          not args.no_adaptive, args.timeout)
+        for summary in bench(args.programs, args.steps, repeats, args.warmup,
+                             not args.no_adaptive, args.timeout):
+            print(bench_report.program_table(summary) + "\n", flush=True)
+            summaries.append(summary)
     except ProgramError as exc:
         raise usage(str(exc)) from None
     except KeyboardInterrupt:  # the running child is killed by subprocess.run
         print("gpe: bench interrupted", file=sys.stderr)
         return 130
-    for summary in summaries:
-        print(bench_report.program_table(summary) + "\n", flush=True)
     if len(summaries) > 1:
         print(bench_report.summary_table(summaries), flush=True)
     settings = {"command": ["gpe", *getattr(args, "argv", [])], "steps": args.steps,

@@ -173,9 +173,12 @@ def _ratios(ways: dict) -> None:
 
 
 def bench(paths: list[str], steps: int | None, repeats: int, warmup: int, adaptive: bool,
-          timeout: float, quiet: bool = False) -> list[dict]:
+          timeout: float, quiet: bool = False):
+    """Check every program's contract first (ProgramError), then yield one summary per
+    program as it is done."""
     for path in paths:
         check_program(path)
     progress = None if quiet else (lambda text: print(text, file=sys.stderr, flush=True))
-    return [bench_program(os.path.abspath(p), steps, repeats, warmup, adaptive, timeout,
-                          progress) for p in paths]
+    for path in paths:
+        yield bench_program(os.path.abspath(path), steps, repeats, warmup, adaptive, timeout,
+                            progress)
