@@ -3,15 +3,17 @@ process, time its steps and check that what it observed matches eager.
 
 Per way and run (gpe.drive runs the child): the program's main step function (TIMED_STEP,
 else `train_step`, else the first step function) is timed by the interval between the
-starts of successive calls after `warmup` calls, so a step's time includes the loop's host
-work; `ms_per_step` is the median of those intervals, `ms_to_end` the mean from the first
-timed call to the end of `main` (which waits for work still in flight). Over `repeats` runs
-the median is kept. Build time: the time of the calls in which gpe built a variant or
-tf.function traced, less that step's median call. Eager calls under gpe (profile calls
-aside: fallbacks, and calls gpe's adaptive choice ran eagerly) are counted, and their
-median duration compared with the eager way's median call of the same step function: the
-per-call overhead gpe adds where it does not slice. Every run of tf.function and gpe is
-compared with the eager run of the same round (gpe.compare).
+starts of successive calls in the second half of its calls (and after at least `warmup`),
+so a step's time includes the loop's host work; `ms_per_step` is the median of those
+intervals, `ms_to_end` the mean from the first timed call to the end of `main` (which waits
+for work still in flight). Over `repeats` runs the median is kept. Build time: the time of
+the calls in which gpe built a variant or tf.function traced, less that step's median call.
+Eager calls under gpe (profile calls aside: fallbacks, and calls gpe's adaptive choice ran
+eagerly) are counted; where gpe still runs a step eagerly at the end, the gpe child
+alternates calls of the plain step function and of the gpe one on the last arguments
+(gpe.drive.calibrate): the per-call overhead gpe adds where it does not slice, measured in
+one process (across processes this machine varies by more than that overhead). Every run
+of tf.function and gpe is compared with the eager run of the same round (gpe.compare).
 """
 from __future__ import annotations
 
@@ -38,8 +40,10 @@ def timed_label(record: dict) -> str | None:
 
 
 def _skip(n: int, warmup: int) -> int:
-    """Calls left out of timing: `warmup`, fewer where the run has few calls."""
-    return warmup if n >= warmup + 3 else n // 3
+    """Calls left out of timing: the first half, and at least `warmup` where at least 3
+    calls remain (gpe's first calls are profile calls, a build and its adaptive timing:
+    3 + 16 sliced + 16 eager calls of a new variant)."""
+    return max(n // 2, warmup) if n >= warmup + 3 else n // 2
 
 
 def _label_metrics(calls: dict, warmup: int) -> dict:
@@ -73,18 +77,21 @@ def run_metrics(record: dict, warmup: int) -> dict:
         "intervals_ms": [(b - a) * 1e3 for a, b in zip(starts, starts[1:])],  # all calls
         "build_s": sum(m["build_s"] for m in per_label.values()),
         "per_step": per_label,
+        "overhead": _overhead(record, per_label),
     }
 
 
-def _overhead(gpe_run: dict, eager_run: dict) -> float | None:
-    """gpe's eager calls against eager's calls, per step function, weighted by count:
-    median duration ratio - 1 (0.05: 5% slower per call)."""
+def _overhead(record: dict, per_step: dict) -> float | None:
+    """From the gpe child's calibration (gpe.drive.calibrate): per step function, the
+    median of gpe's eager-run calls over the median of the plain calls - 1 (0.05: 5%
+    slower), weighted by how many of main's calls gpe ran eagerly."""
     total = weight = 0.0
-    for label, m in gpe_run["per_step"].items():
-        base = (eager_run["per_step"].get(label) or {}).get("plain_median_s")
-        if m["eager"] and m["eager_median_s"] and base:
-            total += (m["eager_median_s"] / base - 1.0) * m["eager"]
-            weight += m["eager"]
+    for label, c in (record.get("calibration") or {}).items():
+        count = (per_step.get(label) or {}).get("eager", 0)
+        if count and c.get("plain_s") and c.get("gpe_eager_s"):
+            ratio = statistics.median(c["gpe_eager_s"]) / statistics.median(c["plain_s"])
+            total += (ratio - 1.0) * count
+            weight += count
     return total / weight if weight else None
 
 
@@ -106,8 +113,8 @@ def _worst(verdicts: list[dict]) -> dict:
     return max(verdicts, key=lambda v: rank.get(v.get("status"), 3))
 
 
-def _way_summary(way: str, records: list[dict], metrics: list[dict], verdicts: list[dict],
-                 eager_metrics: list[dict]) -> dict:
+def _way_summary(way: str, records: list[dict], metrics: list[dict],
+                 verdicts: list[dict]) -> dict:
     ok = [m for m in metrics if m is not None]
     first = next((r for r in records if not r.get("error")), records[0])
     row = {"error": next((r["error"] for r in records if r.get("error")), None),
@@ -131,8 +138,8 @@ def _way_summary(way: str, records: list[dict], metrics: list[dict], verdicts: l
     if way == "gpe":
         row["stats"] = first.get("stats")
         row["reasons"] = _reasons(first)
-        row["fallback_overhead"] = _median(
-            _overhead(g, e) for g, e in zip(metrics, eager_metrics) if g and e)
+        row["fallback_overhead"] = _median(m["overhead"] for m in ok)
+        row["calibration"] = first.get("calibration")
     return row
 
 
@@ -155,7 +162,7 @@ def bench_program(path: str, steps: int | None, repeats: int, warmup: int, adapt
     for way in WAYS:
         verdicts = [] if way == "eager" else [
             verdict(e, o) for e, o in zip(records["eager"], records[way])]
-        ways[way] = _way_summary(way, records[way], metrics[way], verdicts, metrics["eager"])
+        ways[way] = _way_summary(way, records[way], metrics[way], verdicts)
     _ratios(ways)
     first = records["eager"][0]
     return {"program": name, "path": path, "steps": first.get("steps", steps),

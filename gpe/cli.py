@@ -138,8 +138,8 @@ def _bench_parser(commands) -> None:
     bench.add_argument("--repeats", type=int, metavar="R",
                        help="runs per way; the median is shown (default 3; --crossing: 5)")
     bench.add_argument("--warmup", type=int, default=10, metavar="W",
-                       help="calls of the timed step left out of its timing (default 10; "
-                            "fewer where a run has few calls)")
+                       help="calls of the timed step left out of its timing at least "
+                            "(default 10; the first half is always left out)")
     bench.add_argument("--json", metavar="FILE", help="also write every figure to FILE (JSON)")
     bench.add_argument("--plot", metavar="FILE.png",
                        help="also draw step times per way to a PNG (needs matplotlib: "

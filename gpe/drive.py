@@ -41,6 +41,7 @@ import warnings
 
 MODES = ("eager", "tf.function", "gpe", "gpe-run")
 CHILD_TIMEOUT = 600  # seconds a way may take (a hang must end)
+CALIBRATION_PAIRS = 12  # gpe mode, after main: plain and gpe calls, alternated
 # what one call of a step function did: eager mode's plain call, tf.function's steady call
 # or one that traced, gpe's sliced call, profile call, eager call (a fallback, or the
 # adaptive choice), or a call that built a variant
@@ -124,22 +125,26 @@ def _kind(before: tuple, after: tuple) -> str:
 class Timed:
     """Records each call's start, duration and kind, then calls `inner` (a function, a
     tf.function or a gpe function); as a class attribute it binds through `inner`'s own
-    descriptor, as the decorated method would."""
+    descriptor, as the decorated method would. Keeps the last call's callables (`inner`
+    and the plain function, bound alike) and arguments for `calibrate`."""
 
-    def __init__(self, inner, record: dict):
-        self.inner, self.record = inner, record
+    def __init__(self, inner, record: dict, plain=None):
+        self.inner, self.record, self.plain = inner, record, plain
+        self.last = None
 
     def __get__(self, obj, objtype=None):
         if obj is None:
             return self
         bound = self.inner.__get__(obj, objtype)
-        return lambda *args, **kwargs: self._call(bound, args, kwargs)
+        plain = None if self.plain is None else self.plain.__get__(obj, objtype)
+        return lambda *args, **kwargs: self._call(bound, plain, args, kwargs)
 
     def __call__(self, *args, **kwargs):
-        return self._call(self.inner, args, kwargs)
+        return self._call(self.inner, self.plain, args, kwargs)
 
-    def _call(self, fn, args, kwargs):
+    def _call(self, fn, plain, args, kwargs):
         record = self.record
+        self.last = (fn, plain, args, kwargs)
         start = time.perf_counter()
         record["starts"].append(start)
         before = _counters(fn)
@@ -148,6 +153,41 @@ class Timed:
         finally:
             record["durations"].append(time.perf_counter() - start)
             record["kinds"].append(_kind(before, _counters(fn)))
+
+
+def _timed_call(fn, args, kwargs) -> tuple[float, str]:
+    before = _counters(fn)
+    start = time.perf_counter()
+    fn(*args, **kwargs)
+    return time.perf_counter() - start, _kind(before, _counters(fn))
+
+
+def calibrate(timed: dict, pairs: int = CALIBRATION_PAIRS) -> dict:
+    """After main (its results already taken): for each step function gpe ran eagerly
+    after its profile calls, alternate `pairs` calls of the plain function and of the gpe
+    function on the last call's arguments, output discarded. The gpe calls that ran
+    eagerly against the plain ones, in one process, give the per-call cost of gpe's
+    bookkeeping where it does not slice. {label: {"plain_s": [...], "gpe_eager_s": [...]}
+    or {"error": ...}}."""
+    found = {}
+    for label, t in timed.items():
+        if t.last is None or KINDS["eager"] not in t.record["kinds"] or t.last[1] is None:
+            continue
+        fn, plain, args, kwargs = t.last
+        plain_s, gpe_s = [], []
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for _ in range(pairs):
+                    plain_s.append(_timed_call(plain, args, kwargs)[0])
+                    took, kind = _timed_call(fn, args, kwargs)
+                    if kind == KINDS["eager"]:
+                        gpe_s.append(took)
+        except Exception as exc:  # noqa: BLE001 - a step that fails when called again
+            found[label] = {"error": short_error(exc)}
+            continue
+        found[label] = {"plain_s": plain_s, "gpe_eager_s": gpe_s}
+    return found
 
 
 def load_program(path: str):
@@ -194,10 +234,10 @@ def plain(value):
     return value
 
 
-def _wrap_steps(module, mode: str, adaptive: bool) -> tuple[dict, dict]:
+def _wrap_steps(module, mode: str, adaptive: bool) -> tuple[dict, dict, dict]:
     import tensorflow as tf
     import gpe
-    calls, wrapped = {}, {}
+    calls, wrapped, timed = {}, {}, {}
     for label, owner, attr, fn in step_functions(module):
         if mode == "tf.function":
             inner = tf.function(fn)
@@ -206,8 +246,9 @@ def _wrap_steps(module, mode: str, adaptive: bool) -> tuple[dict, dict]:
         else:
             inner = fn
         calls[label] = {"starts": [], "durations": [], "kinds": []}
-        setattr(owner, attr, Timed(inner, calls[label]))
-    return calls, wrapped
+        timed[label] = Timed(inner, calls[label], fn if mode == "gpe" else None)
+        setattr(owner, attr, timed[label])
+    return calls, wrapped, timed
 
 
 def short_error(exc: BaseException) -> str:
@@ -222,7 +263,7 @@ def child(mode: str, path: str, steps: int | None, adaptive: bool, result_file: 
     import gpe  # installed (the repository root would shadow it with its API folder)
     module = load_program(path)
     steps = steps if steps is not None else getattr(module, "DEFAULT_STEPS", 100)
-    calls, wrapped = _wrap_steps(module, mode, adaptive)
+    calls, wrapped, timed = _wrap_steps(module, mode, adaptive)
     out = io.StringIO()
     error = result = tb = None
     with warnings.catch_warnings(record=True) as caught:
@@ -235,12 +276,13 @@ def child(mode: str, path: str, steps: int | None, adaptive: bool, result_file: 
             error = short_error(exc)
             tb = traceback.format_exc()
         end = time.perf_counter()
+    stats = {label: fn.stats() for label, fn in wrapped.items()}  # before calibrate's calls
     record = {
         "mode": mode, "steps": steps, "result": result, "stdout": out.getvalue(),
         "error": error, "traceback": tb, "start": start, "end": end, "calls": calls,
         "stamps": {label: c["starts"] for label, c in calls.items()},
         "timed": getattr(module, "TIMED_STEP", None),
-        "stats": {label: fn.stats() for label, fn in wrapped.items()},
+        "stats": stats, "calibration": calibrate(timed) if error is None else {},
         "warnings": sorted({str(w.message) for w in caught
                             if issubclass(w.category, gpe.GpeWarning)}),
     }

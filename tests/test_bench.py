@@ -99,11 +99,15 @@ def test_run_metrics_times_steps_and_counts_builds_and_eager_calls():
     rec = {"calls": {"train_step": {"starts": starts, "durations": durations, "kinds": kinds}},
            "timed": None, "end": 1.6}
     m = run_metrics(rec, warmup=2)
-    assert m["step"] == "train_step" and m["warmup"] == 2
+    assert m["step"] == "train_step" and m["warmup"] == 4  # the second half of the calls
     assert m["ms_per_step"] == pytest.approx(10.0)
     step = m["per_step"]["train_step"]
     assert (step["calls"], step["sliced"], step["eager"], step["builds"]) == (8, 4, 1, 1)
     assert m["build_s"] == pytest.approx(0.49 - 0.005)
+    assert m["overhead"] is None  # no calibration
+    rec["calibration"] = {"train_step": {"plain_s": [0.010, 0.011, 0.012],
+                                         "gpe_eager_s": [0.0115, 0.0125, 0.013]}}
+    assert run_metrics(rec, warmup=20)["overhead"] == pytest.approx(0.125 / 0.11 - 1)
 
 
 # --- the command line ---------------------------------------------------------------------
@@ -188,7 +192,7 @@ def test_bench_runs_a_program_three_ways_and_reports_a_planted_difference(tmp_pa
     assert gpe_row["status"] == "identical" and gpe_row["stdout"] == "identical"
     assert gpe_row["sliced_calls"] >= 3 and gpe_row["build_s"] > 0, gpe_row  # ran in the graph
     assert gpe_row["stats"]["train_step"]["graph_calls"] == gpe_row["sliced_calls"]
-    assert {"eager_calls", "fallback_overhead", "reasons"} <= set(gpe_row)
+    assert {"eager_calls", "fallback_overhead", "reasons", "calibration"} <= set(gpe_row)
     if plot:
         assert (tmp_path / "steps.png").read_bytes()[:4] == b"\x89PNG"
     planted = run_bench(tmp_path, "tiny.py", "--steps", "8", "--repeats", "1",
