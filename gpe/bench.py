@@ -3,6 +3,7 @@ gpe.bench_report for the tables; `gpe bench --crossing` is gpe.bench_crossing)."
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 from gpe import bench_report
@@ -20,12 +21,17 @@ def _check_outputs(args, usage) -> None:
             raise usage(f"--{option}: no such directory: {os.path.dirname(path)}")
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def run_bench(args, usage) -> int:
     """Run the bench the parsed `args` ask for; `usage` is the exception class for bad
     input (reported as one line). Exit status 1 where gpe differs from eager or fails."""
     _check_outputs(args, usage)
     repeats = 3 if args.repeats is None else args.repeats
     summaries = []
+    signal.signal(signal.SIGTERM, _interrupt)  # so that the running child is killed too
     try:
         for summary in bench(args.programs, args.steps, repeats, args.warmup,
                              not args.no_adaptive, args.timeout):

@@ -15,7 +15,8 @@ The ways (MODES): eager (as written); tf.function (every step function replaced 
 unmodified file, which must accept `--steps N --dump FILE`, as the examples do).
 The child records, per step function, each call's start time, duration and what gpe or
 tf.function did in it (KINDS), main's result made plain (NumPy), its printed output, any
-error, gpe's stats() and warnings; it pickles the record to a file.
+error, gpe's stats() and warnings, and (gpe, after main) `calibrate`'s timings of plain
+against gpe calls of the steps gpe runs eagerly; it pickles the record to a file.
 
     python -m gpe.drive MODE PROGRAM RESULT_FILE [--steps N] [--no-adaptive]
 
