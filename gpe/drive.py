@@ -256,7 +256,9 @@ def short_error(exc: BaseException) -> str:
     """`Type: message`, the message's last line only (TF's "in user code:" prefix and
     its source excerpt left out; the traceback keeps them)."""
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    return f"{type(exc).__name__}: {lines[-1] if lines else ''}"[:300]
+    last = lines[-1] if lines else ""
+    name = type(exc).__name__
+    return (last if last.startswith(name + ":") else f"{name}: {last}")[:300]
 
 
 def child(mode: str, path: str, steps: int | None, adaptive: bool, result_file: str) -> None:
