@@ -9,6 +9,7 @@ import math
 from gpe.bench_program import WAYS
 
 SCHEMA = 1
+COLORS = {"eager": "tab:blue", "tf.function": "tab:orange", "gpe": "tab:green"}
 
 
 def _ms(value) -> str:
@@ -127,7 +128,8 @@ def write_plot(path: str, summaries: list[dict]) -> None:
         for way in WAYS:
             times = s["ways"][way].get("intervals_ms") or []
             if times:
-                ax.plot(range(2, len(times) + 2), times, label=way, linewidth=1)
+                ax.plot(range(2, len(times) + 2), times, label=way, linewidth=1,
+                        color=COLORS[way])
         warmup = s["ways"]["eager"].get("warmup")
         if warmup:
             ax.axvline(warmup + 1, color="grey", linestyle="--", linewidth=0.8)
