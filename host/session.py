@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
-from gpe.host import fence
+from gpe.host import fence, opcount
 from gpe.host.channel import HostChannel
 from gpe.host.watchdog import Watchdog
 from gpe.tfprog.channels import make_queue
@@ -131,9 +131,10 @@ class Session:
             reg.index = index  # calls already sent keep the numbering of the sink they went to
         if not self.parts:
             return
-        sink = build_sink(self.control, [
-            (part.function, reg.handles) for part, reg, _ in self.parts],
-            self.timer, self.done)
+        with opcount.plumbing():  # its eager Pack of the handles is not the user's work
+            sink = build_sink(self.control, [
+                (part.function, reg.handles) for part, reg, _ in self.parts],
+                self.timer, self.done)
         previous = self.thread
         if previous is not None:
             self._enqueue_control(STOP)
