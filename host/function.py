@@ -80,7 +80,11 @@ class SlicedFunction:
             return self._eager(args, kwargs)  # eager raises the same TypeError
         key = self.keys.key(values)
         variant = self.cache.get(key)
-        if variant is None:  # profile calls run eagerly: a tape sees their ops
+        if variant is None:
+            if key in self.cache.refused:  # refused for good: straight to the function
+                self.stats_.refused_calls += 1
+                return self._eager(args, kwargs)
+            # profile calls run eagerly: a tape sees their ops
             return self._new_key(key, values, args, kwargs)
         if could_possibly_record():  # a tape watches: it must see this call's ops
             self._note("called while a GradientTape is recording", warn=False)
@@ -88,7 +92,7 @@ class SlicedFunction:
         if variant.eager_faster:
             return self._eager(args, kwargs)
         if variant.timer.timing_eager:
-            return self._timed_eager(key, variant, args, kwargs)
+            return self._timed_eager(variant, start, args, kwargs)
         return self._sliced(key, variant, start, args, kwargs)
 
     # a call of a built variant -------------------------------------------------------
@@ -110,7 +114,7 @@ class SlicedFunction:
             session.exit_call()
             if variant.stale and self.cache.retire(key, variant):
                 self._refuse(key, "values computed during the call keep changing type")
-        variant.timer.sliced_call(time.perf_counter() - start, session.fence)
+        variant.timer.sliced_call(start, session.fence)
         return result
 
     def _entry_guard_failed(self, key, failed: EntryGuardFailed) -> None:
@@ -121,12 +125,11 @@ class SlicedFunction:
         else:
             self._note(str(failed))
 
-    def _timed_eager(self, key, variant: Variant, args, kwargs):
-        start = time.perf_counter()
+    def _timed_eager(self, variant: Variant, start: float, args, kwargs):
         try:
             return self._eager(args, kwargs)
         finally:
-            verdict = variant.timer.eager_call(time.perf_counter() - start)
+            verdict = variant.timer.eager_call(start)
             if verdict is not None:
                 self._note(verdict, warn=False)  # a choice for speed, not a failure
                 self.plain = self.cache.all_eager()

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.framework.ops import EagerTensor
 
 from gpe.host import oracle
 from gpe.slicer.facts import ArgFact, Facts, Kind
@@ -21,16 +22,26 @@ MAX_DESCRIBED = 32  # longer tuples, lists and dicts are described by their type
 
 def describe(value: Any, dynamic: bool = False, relaxed: tuple | None = None) -> tuple:
     """One argument's part of the cache key. `dynamic`: send ints instead of folding them;
-    `relaxed`: for a tensor, the dimensions described as None (any size)."""
+    `relaxed`: for a tensor, the dimensions described as None (any size).
+
+    On every call's path: an eager tensor is recognised by its exact type first (a
+    `hasattr` on one goes through Tensor.__getattr__'s slow miss, and `.shape` builds a
+    TensorShape)."""
+    cls = type(value)
+    if cls is EagerTensor:
+        shape = value._shape_tuple()  # noqa: SLF001 (the tuple `.shape` is built from)
+        if relaxed is not None and len(relaxed) == len(shape):
+            shape = tuple(None if r else d for d, r in zip(shape, relaxed))
+        return ("tensor", value.dtype.name, shape)
+    if cls in _FOLDED and not (dynamic and cls is int):
+        return ("constant", cls.__name__, value)
     if isinstance(value, tf.Variable):
         return ("variable", id(value))
-    if hasattr(value, "_gpe_pending") or isinstance(value, tf.Tensor):
+    if getattr(cls, "_gpe_pending", False) or isinstance(value, tf.Tensor):
         shape = tuple(value.shape)
         if relaxed is not None and len(relaxed) == len(shape):
             shape = tuple(None if r else d for d, r in zip(shape, relaxed))
         return ("tensor", value.dtype.name, shape)
-    if type(value) in _FOLDED and not (dynamic and type(value) is int):
-        return ("constant", type(value).__name__, value)
     if type(value) in (float, int, complex):
         return ("python", type(value).__name__)
     if isinstance(value, (np.ndarray, np.generic)):
@@ -147,8 +158,13 @@ _MISSING = object()
 
 def resolve(path: str, values: dict[str, Any], namespace_lookup) -> Any:
     """The object at a dotted `path` whose root is an argument or a free name."""
-    root, *attrs = path.split(".")
+    return resolve_split(path.split("."), values, namespace_lookup)
+
+
+def resolve_split(parts, values: dict[str, Any], namespace_lookup) -> Any:
+    """`resolve` of a path already split at its dots (the call key's guards, every call)."""
+    root = parts[0]
     obj = values[root] if root in values else namespace_lookup(root)
-    for attr in attrs:
+    for attr in parts[1:]:
         obj = getattr(obj, attr, _MISSING)
     return obj

@@ -49,9 +49,8 @@ class Assumptions:
 
     def describe(self, values) -> tuple:
         """The arguments' part of the call key."""
-        relaxed = self.relaxed
-        return tuple(signature.describe(v, n in self.dynamic, relaxed.get(n))
-                     for n, v in values.items())
+        relaxed, dynamic, describe = self.relaxed, self.dynamic, signature.describe
+        return tuple([describe(v, n in dynamic, relaxed.get(n)) for n, v in values.items()])
 
     def facts(self) -> dict[str, frozenset]:
         """What the slicer is told besides the arguments (see slicer.facts.Facts)."""
