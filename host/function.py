@@ -26,6 +26,7 @@ from tensorflow.python.eager.record import could_possibly_record
 from gpe.host.builder import Builder, NotBuilt
 from gpe.host.call import EntryGuardFailed
 from gpe.host.callkey import CallKeys
+from gpe.host.payoff import COSTS, Payoff, progress
 from gpe.host.signature import text
 from gpe.host.speculation import Assumptions
 from gpe.host.stats import GpeWarning, Stats
@@ -50,9 +51,12 @@ class SlicedFunction:
     autograph_info__: dict = {}
 
     def __init__(self, fn: Callable, profile_calls: int = 3, auto: bool = False,
-                 adaptive: bool = True):
+                 adaptive: bool = True, payoff: bool = False):
         self.fn = fn
         self.auto = auto
+        # payoff: run plainly until its eager time pays for building it (payoff.py)
+        self.payoff = Payoff(payoff)
+        self._plan_s = 0.0  # the time slicing took, for the progress line
         self.adaptive = adaptive  # run eagerly a variant that is slower sliced than eager
         self.plain = False  # decided it is plain Python: calls go straight to fn
         self.profile_calls = max(1, profile_calls)
@@ -73,6 +77,8 @@ class SlicedFunction:
             return self._traced(args, kwargs)
         if self.plain:
             return self._eager(args, kwargs)
+        if self.payoff.waiting:
+            return self._unpaid(args, kwargs)
         start = time.perf_counter()  # a sliced call's cost includes finding its variant
         try:
             values = self.keys.values(args, kwargs)
@@ -116,6 +122,18 @@ class SlicedFunction:
                 self._refuse(key, "values computed during the call keep changing type")
         variant.timer.sliced_call(start, session.fence)
         return result
+
+    def _unpaid(self, args, kwargs):
+        """A call before the function has paid off its build: plain, timed (payoff.py)."""
+        self.stats_.unpaid_calls += 1
+        start = time.perf_counter()
+        try:
+            return self._eager(args, kwargs)
+        finally:
+            if self.payoff.eager_call(time.perf_counter() - start):
+                log.info("%s: %d calls took %.0f ms eagerly, more than building it is "
+                         "expected to cost: slicing it", self.__qualname__,
+                         self.payoff.calls, self.payoff.eager_s * 1e3)
 
     def _entry_guard_failed(self, key, failed: EntryGuardFailed) -> None:
         self.stats_.guard_failed(str(failed))
@@ -172,7 +190,7 @@ class SlicedFunction:
             key = self.keys.key(values)
         self.assumed.note_ints(values)
         try:
-            plan = self.builder.plan(values)
+            plan = self._plan(values)
         except NotBuilt as not_yet:  # sliced again at the next call
             log.info("%s: %s; runs eagerly", self.__qualname__, not_yet)
             return self._eager(args, kwargs)
@@ -194,7 +212,16 @@ class SlicedFunction:
             self._build(key, plan, values, runs, sibling)
         return result
 
+    def _plan(self, values) -> SlicePlan:
+        started = time.perf_counter()
+        try:
+            return self.builder.plan(values)
+        finally:
+            self._plan_s = time.perf_counter() - started
+            COSTS.add(self._plan_s, built=False)
+
     def _build(self, key, plan: SlicePlan, values, runs, sibling) -> None:
+        started = time.perf_counter()
         try:
             variant = self.builder.build(plan, values, runs, sibling, self.adaptive)
         except NotBuilt as exc:
@@ -205,6 +232,11 @@ class SlicedFunction:
             else:
                 self._refuse(key, str(exc))
             return
+        finally:
+            seconds = time.perf_counter() - started
+            COSTS.add(seconds, built=True)
+            progress("slicing and building", self.__qualname__, self.where,
+                     self._plan_s + seconds)
         self.cache.add(self.keys.add_guards(plan.captures, values), variant)
         self.stats_.variants += 1
         described = self.assumed.describe(values)
@@ -231,6 +263,11 @@ class SlicedFunction:
         self.stats_.fallback(self.__qualname__, reason, warn and not self.auto)
 
     # introspection -------------------------------------------------------------------
+    @property
+    def where(self) -> str:
+        code = getattr(self.fn, "__code__", None)
+        return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "?"
+
     @property
     def variants(self) -> dict[tuple, Variant]:
         return self.cache.built
