@@ -124,9 +124,12 @@ class Session:
 
     def _restart(self) -> None:
         self.parts = [entry for entry in self.parts if entry[2]() is not None]
-        # A sink calls every part it was built with: the variables they captured must live
-        # as long as it runs (its thread holds them), even if their owners are gone.
+        # A sink calls every part it was built with: the variables they captured and their
+        # channels' queues must live as long as it runs (its thread holds them), even if
+        # their owners are gone (a call sent before the owner was dropped still runs there;
+        # its queues destroyed under it failed the sink with NotFoundError)
         pins = [v for part, _, _ in self.parts for v in part.function.variables]
+        pins += [reg.channels for _, reg, _ in self.parts]
         for index, (_, reg, _) in enumerate(self.parts):
             reg.index = index  # calls already sent keep the numbering of the sink they went to
         if not self.parts:
