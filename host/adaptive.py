@@ -20,7 +20,8 @@ import statistics
 import time
 from typing import Callable
 
-WARM_CALLS = 2       # sliced calls before the timing starts (the graph's instantiation)
+WARM_CALLS = 10      # sliced calls before the timing starts (the graph's instantiation, the
+                     # program settling; as before, no call before the 19th sliced one runs eagerly)
 BLOCK_CALLS = 8      # calls in a block (a sliced block ends with a wait for the graph)
 BLOCKS = 5           # sliced and eager blocks in a round (odd: a plain median)
 MAX_ROUNDS = 3       # rounds measured while the ratio stays inside the band
