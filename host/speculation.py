@@ -20,7 +20,7 @@ import tensorflow as tf
 from gpe.host import signature
 from gpe.slicer import SlicePlan
 from gpe.slicer.plan import ChannelKind
-from gpe.tfprog.channels import Unsendable, flatten, spec_of
+from gpe.tfprog.channels import Unsendable, flatten, spec_of, width
 from gpe.tfprog.channels import relaxed as relaxed_spec
 from gpe.tfprog.part import PartError
 
@@ -223,7 +223,7 @@ def stable_entry_values(plan: SlicePlan, runs, layouts, unfolded, sibling=()) ->
     out, position = {}, 0
     for i, (name, layout) in enumerate(zip(entry.names, layouts[entry.index])):
         if layout is not None:
-            position += len(tf.nest.flatten(layout))
+            position += width(layout)
             continue
         seen = [run[entry.index][i] for run in runs]
         first = seen[0]
@@ -238,7 +238,7 @@ def stable_entry_values(plan: SlicePlan, runs, layouts, unfolded, sibling=()) ->
 def _relax_entry(channel, layouts, found, relaxed) -> list:
     out, i = [], 0
     for name, layout in zip(channel.names, layouts):
-        n = 1 if layout is None else len(tf.nest.flatten(layout))
+        n = width(layout)
         for spec in found[i:i + n]:
             mask = relaxed.get(name) if layout is None else None
             if mask is not None and spec.shape is not None and len(mask) == len(spec.shape):
