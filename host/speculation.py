@@ -11,6 +11,8 @@ observations into channel specs and folded constants.
 """
 from __future__ import annotations
 
+import inspect
+
 import dataclasses
 import logging
 from typing import Any
@@ -153,6 +155,10 @@ def guard_value(obj) -> Any:
     by the TF part as a constant) its type and value."""
     if type(obj) in FOLDABLE:
         return (type(obj).__name__, obj)
+    if inspect.ismethod(obj):  # made anew on each access: its object and function
+        return ("method", id(obj.__self__), id(obj.__func__))
+    if getattr(type(obj), "_gpe_sliced", False) and hasattr(obj, "_obj"):
+        return ("method", id(obj._obj), id(obj._sliced))  # a sliced method, bound
     return id(obj)
 
 
