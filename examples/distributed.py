@@ -141,17 +141,19 @@ PROGRAMS = {"vars": Vars, "keras": KerasMLP, "subclassed": Subclassed}
 
 
 def wrap(program, mode: str, which: str):
-    """Replace the program's step (`dist_step` or `replica_step`) by its wrapped version."""
+    """Replace the program's step (`dist_step` or `replica_step`) by its wrapped version;
+    returns it (None eagerly)."""
     if mode == "eager":
         return None
     name = "dist_step" if which == "dist" else "replica_step"
-    fn = getattr(program, name)
     if mode == "tf.function":
-        wrapped = tf.function(fn)
+        wrapped = tf.function(getattr(program, name))
         setattr(program, name, wrapped)
         return wrapped
     import gpe  # a method, as `@gpe.function` on a method in the class body makes it
-    setattr(type(program), name, gpe.function(getattr(type(program), name), adaptive=False))
+    cls = type(program)
+    program.__class__ = type(cls.__name__, (cls,), {
+        name: gpe.function(getattr(cls, name), adaptive=False)})
     return getattr(program, name)
 
 

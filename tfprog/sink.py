@@ -17,6 +17,31 @@ from gpe.tfprog.exact import exact_arithmetic
 STOP = -1
 
 
+def _branch(f, handles):
+    """A Case branch that runs part `f`. A part with call-time captures (the instance keys
+    of a MirroredStrategy's collective all-reduce) is given its captured values from
+    outside the branch: captured by reference inside a cond branch they are left as
+    unfed placeholders (the same TF defect makes tf.function fail on some distributed
+    steps). They are taken once, as the sink (traced once, run for the whole session)
+    takes a single part's: a part's calls run one after another, never overlapping."""
+    if not f.graph.function_captures.by_ref_external:
+        return lambda: f(*handles)
+    captured = list(f.captured_inputs)
+    return lambda: f._call_flat(list(handles), captured)  # noqa: SLF001
+
+
+def _several_devices(parts) -> bool:
+    """Whether the parts capture resources on more than one device (a Case's inputs must
+    all be placed with it; the lowered form places each branch's ops on its own)."""
+    devices = set()
+    for f, _ in parts:
+        for value in getattr(f, "captured_inputs", ()):
+            if value.dtype == tf.resource:
+                devices.add(tf.DeviceSpec.from_string(value.device or "").replace(
+                    job=None, replica=None, task=None).to_string())
+    return len(devices) > 1
+
+
 def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[Any]]],
                timer: tf.Variable | None = None, acks: tf.queue.FIFOQueue | None = None):
     """`parts`: (concrete function, its queue handles) in part-number order.
@@ -31,9 +56,11 @@ def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[
         if len(parts) == 1:  # no dispatch needed (the loop only runs valid numbers)
             f, h = parts[0]
             return f(*h)
-        branches = [(lambda f=f, h=tuple(h): f(*h)) for f, h in parts]
-        # not lowered to Switch/Merge: that costs every call a little for every part
-        return cond_v2.indexed_case(index, branches, lower_using_switch_merge=False)
+        branches = [_branch(f, h) for f, h in parts]
+        # not lowered to Switch/Merge: that costs every call a little for every part; but
+        # a Case cannot take resources on several devices (a MirroredStrategy's variables)
+        return cond_v2.indexed_case(index, branches,
+                                    lower_using_switch_merge=_several_devices(parts))
 
     def next_index():
         index = gen_data_flow_ops.queue_dequeue_v2(control.queue_ref, [tf.int32])[0]
