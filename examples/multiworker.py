@@ -79,16 +79,23 @@ def worker(args) -> dict:
     if args.mode == "gpe":
         import gpe
         dist_step = gpe.function(dist_step, adaptive=False)
-    losses = []
+    elif args.mode == "tf.function":
+        dist_step = tf.function(dist_step)
+    losses, times = [], []
     for step in range(int(step_var.numpy()), args.steps):
         if step == args.die_at and index == 1:
             os._exit(3)  # a worker lost mid-training
-        losses.append(dist_step(*batch_for(step)))
+        batch = batch_for(step)
+        start = time.perf_counter()
+        losses.append(dist_step(*batch))
+        float(losses[-1])  # timed to the step's end (the graph's too)
+        times.append(time.perf_counter() - start)
         step_var.assign_add(1)
         if (step + 1) % args.every == 0:
             manager.save()
     result = {"index": index, "losses": [float(v) for v in losses],
-              "weights": [v.numpy().tolist() for v in model.weights]}
+              "weights": [v.numpy().tolist() for v in model.weights],
+              "ms": 1e3 * sorted(times[4:] or times)[len(times[4:] or times) // 2]}
     if hasattr(dist_step, "stats"):
         result["stats"] = {k: v for k, v in dist_step.stats().items()
                            if k in ("calls", "graph_calls", "eager_calls", "fallbacks")}
@@ -155,7 +162,8 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--every", type=int, default=4)
-    parser.add_argument("--mode", choices=["eager", "gpe", "both"], default="both")
+    parser.add_argument("--mode", choices=["eager", "tf.function", "gpe", "both"],
+                        default="both")
     parser.add_argument("--die-at", type=int, default=-1)
     parser.add_argument("--timeout", type=int, default=30)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -182,7 +190,8 @@ def run_launcher(args) -> int:
             results = launch(args.workers, mode, workdir, args, restore=True)
             print(f"{mode}: restarted from the last checkpoint")
         print(f"{mode}: workers agree: {agree(results)};",
-              [r.get("error") or r.get("stats") for r in results])
+              [r.get("error") or r.get("stats") for r in results],
+              "ms/step (median, worker 0):", results[0].get("ms"))
         ok &= agree(results)
         runs[mode] = results
     if args.die_at >= 0 and ok:  # the same weights as an uninterrupted run
