@@ -78,6 +78,18 @@ def loop(fn):
     return losses, len(printed)
 out["printing", "eager"] = loop(dist)
 out["printing", "gpe"] = loop(gpe.function(dist))
+# any function a TF op is given (here tf.map_fn's) with host work: not traced once
+seen = []
+def square(t):
+    seen.append(1)
+    return t * t
+def mapped(x):
+    return tf.reduce_sum(tf.map_fn(square, x)) + 1.0
+def loop_map(fn):
+    seen.clear()
+    return [float(fn(tf.constant([1.0, 2.0, float(i)]))) for i in range(6)], len(seen)
+out["map_fn", "eager"] = loop_map(mapped)
+out["map_fn", "gpe"] = loop_map(gpe.function(mapped))
 print("RESULT", json.dumps([[list(k), v] for k, v in out.items()]))
 """
 
@@ -149,6 +161,7 @@ def test_mirrored_strategy_steps_match_eager_and_slice(tmp_path):
     assert _same(out["mirrored", "eager"], out["mirrored", "gpe"])
     assert _same(out["printing", "eager"], out["printing", "gpe"])
     assert out["printing", "gpe"][1] == 12  # 6 calls x 2 replicas
+    assert _same(out["map_fn", "eager"], out["map_fn", "gpe"])
 
 
 def test_gpe_run_on_a_mirrored_script(tmp_path):
