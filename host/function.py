@@ -24,6 +24,7 @@ from tensorflow.python.eager.context import executing_eagerly
 from tensorflow.python.eager.record import could_possibly_record
 
 from gpe.host.builder import Builder, NotBuilt
+from gpe.host.distribute import in_replica_context
 from gpe.host.call import EntryGuardFailed
 from gpe.host.callkey import CallKeys
 from gpe.host.payoff import COSTS, Payoff, progress
@@ -77,6 +78,8 @@ class SlicedFunction:
             return self._traced(args, kwargs)
         if self.plain:
             return self._eager(args, kwargs)
+        if in_replica_context():  # one of a strategy's replica threads (strategy.run)
+            return self._replica(args, kwargs)
         if self.payoff.waiting:
             return self._unpaid(args, kwargs)
         start = time.perf_counter()  # a sliced call's cost includes finding its variant
@@ -243,6 +246,14 @@ class SlicedFunction:
         self.stats_.built.append(", ".join(
             [f"{n}: {text(e)}" for n, e in zip(values, described)]
             + [f"{name} = {value!r}" for name, _, value in variant.folded]))
+
+    def _replica(self, args, kwargs):
+        """A call from inside `strategy.run` (MirroredStrategy runs each replica in a
+        thread of its own, and they meet at every cross-replica step, `merge_call`): run
+        eagerly, never waiting on another replica's call (profiling holds a lock)."""
+        self._note("called in a tf.distribute replica context (inside strategy.run): "
+                   "slice the function that calls strategy.run", warn=False)
+        return self._eager(args, kwargs)
 
     # eager calls and notes -----------------------------------------------------------
     def _eager(self, args, kwargs):

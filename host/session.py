@@ -27,6 +27,7 @@ from gpe.host.watchdog import Watchdog
 from gpe.tfprog.channels import make_queue
 from gpe.tfprog.exact import use_exact_arithmetic_on_this_thread
 from gpe.tfprog.part import LINE_SCOPE, Part
+from gpe.host.distribute import in_replica_context
 from gpe.tfprog.sink import STOP, build_sink
 
 log = logging.getLogger("gpe")
@@ -171,7 +172,12 @@ class Session:
 
     def in_flight(self) -> bool:
         """Calls sent that the graph may not have finished, seen from outside a call."""
-        return self.sent > self.acknowledged and self._call_owner != threading.get_ident()
+        owner = self._call_owner
+        if owner == threading.get_ident() or self.sent <= self.acknowledged:
+            return False
+        # a replica thread of strategy.run made by the call's own host program (the owner
+        # waits in strategy.run for it): inside the call, as the owner is
+        return owner is None or not in_replica_context()
 
     def fence(self) -> None:
         """Wait until the graph has finished every call sent so far."""

@@ -38,12 +38,13 @@ def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[
 
     if len(parts) > 1:
         packed, wrappers = _packed(parts)
+        several_devices = _several_devices(parts)
 
     def run_one(index):
         if len(parts) == 1:  # no dispatch needed (the loop only runs valid numbers)
             f, h = parts[0]
             return f(*h)
-        return _dispatch(index, packed, wrappers)
+        return _dispatch(index, packed, wrappers, several_devices)
 
     def next_index():
         index = gen_data_flow_ops.queue_dequeue_v2(control.queue_ref, [tf.int32])[0]
@@ -75,6 +76,17 @@ def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[
     return sink
 
 
+def _several_devices(parts) -> bool:
+    """Whether the parts capture resources on more than one device."""
+    devices = set()
+    for f, _ in parts:
+        for value in getattr(f, "captured_inputs", ()):
+            if value.dtype == tf.resource:
+                devices.add(tf.DeviceSpec.from_string(value.device or "").replace(
+                    job=None, replica=None, task=None).to_string())
+    return len(devices) > 1
+
+
 _RESOURCES = tf.TensorSpec([None], tf.resource)
 
 
@@ -97,13 +109,15 @@ def _packed(parts) -> tuple[tf.Tensor, list]:
     return gen_array_ops.pack(resources, axis=0), wrappers
 
 
-def _dispatch(index, packed, wrappers) -> tf.Tensor:
+def _dispatch(index, packed, wrappers, several_devices: bool) -> tf.Tensor:
     """Run wrappers[index](packed): a `Case` op naming the wrappers themselves as its
     branches (where none captured anything of its own), else cond_v2's (a branch graph
-    per part). Not lowered to Switch/Merge: that costs every call a little for every part."""
-    if any(w.captured_inputs for w in wrappers):
+    per part). Not lowered to Switch/Merge: that costs every call a little for every part;
+    but a Case cannot take resources on several devices (a MirroredStrategy's variables),
+    the lowered form places each branch's ops on its own."""
+    if several_devices or any(w.captured_inputs for w in wrappers):
         return cond_v2.indexed_case(index, [(lambda w=w: w(packed)) for w in wrappers],
-                                    lower_using_switch_merge=False)
+                                    lower_using_switch_merge=several_devices)
     # the wrappers (and the parts they call) are registered with the eager context, where
     # the sink finds them by name: copying them into the sink's own library would cost
     # every build time in the size of every part
