@@ -36,15 +36,18 @@ def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[
     timer: a float64 [2] variable; when given, each part's run adds its wall seconds to
     timer[0] and 1 to timer[1] (how busy the graph was, for overlap measurements)."""
 
-    if len(parts) > 1:
+    several_devices = len(parts) > 1 and _several_devices(parts)
+    if len(parts) > 1 and not several_devices:
         packed, wrappers = _packed(parts)
-        several_devices = _several_devices(parts)
 
     def run_one(index):
         if len(parts) == 1:  # no dispatch needed (the loop only runs valid numbers)
             f, h = parts[0]
             return f(*h)
-        return _dispatch(index, packed, wrappers, several_devices)
+        if several_devices:  # resources on several devices cannot be packed in one vector
+            return cond_v2.indexed_case(index, [_branch(f, h) for f, h in parts],
+                                        lower_using_switch_merge=True)
+        return _dispatch(index, packed, wrappers)
 
     def next_index():
         index = gen_data_flow_ops.queue_dequeue_v2(control.queue_ref, [tf.int32])[0]
@@ -72,12 +75,29 @@ def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[
 
     with exact_arithmetic():
         sink = tf.function(gpe_sink, autograph=False).get_concrete_function()
-    sink._gpe_wrappers = wrappers if len(parts) > 1 else []  # it calls them by name
+    # it calls its wrappers by name
+    sink._gpe_wrappers = wrappers if len(parts) > 1 and not several_devices else []
     return sink
 
 
+def _branch(f, handles):
+    """A Case branch that runs part `f` (only where the parts' resources sit on several
+    devices: a MirroredStrategy's variables; a Case's inputs must all be placed with it, so
+    there the Case is lowered and each branch captures its own). A part with call-time
+    captures (the instance keys of a MirroredStrategy's collective all-reduce) is given its
+    captured values from outside the branch: captured by reference inside a cond branch
+    they are left as unfed placeholders (the same TF defect makes tf.function fail on some
+    distributed steps). They are taken once, as the sink (traced once, run for the whole
+    session) takes a single part's: a part's calls run one after another."""
+    if not f.graph.function_captures.by_ref_external:
+        return lambda: f(*handles)
+    captured = list(f.captured_inputs)
+    return lambda: f._call_flat(list(handles), captured)  # noqa: SLF001
+
+
 def _several_devices(parts) -> bool:
-    """Whether the parts capture resources on more than one device."""
+    """Whether the parts capture resources on more than one device (a Case's inputs must
+    all be placed with it; the lowered form places each branch's ops on its own)."""
     devices = set()
     for f, _ in parts:
         for value in getattr(f, "captured_inputs", ()):
@@ -109,15 +129,13 @@ def _packed(parts) -> tuple[tf.Tensor, list]:
     return gen_array_ops.pack(resources, axis=0), wrappers
 
 
-def _dispatch(index, packed, wrappers, several_devices: bool) -> tf.Tensor:
+def _dispatch(index, packed, wrappers) -> tf.Tensor:
     """Run wrappers[index](packed): a `Case` op naming the wrappers themselves as its
     branches (where none captured anything of its own), else cond_v2's (a branch graph
-    per part). Not lowered to Switch/Merge: that costs every call a little for every part;
-    but a Case cannot take resources on several devices (a MirroredStrategy's variables),
-    the lowered form places each branch's ops on its own."""
-    if several_devices or any(w.captured_inputs for w in wrappers):
+    per part). Not lowered to Switch/Merge: that costs every call a little for every part."""
+    if any(w.captured_inputs for w in wrappers):
         return cond_v2.indexed_case(index, [(lambda w=w: w(packed)) for w in wrappers],
-                                    lower_using_switch_merge=several_devices)
+                                    lower_using_switch_merge=False)
     # the wrappers (and the parts they call) are registered with the eager context, where
     # the sink finds them by name: copying them into the sink's own library would cost
     # every build time in the size of every part
