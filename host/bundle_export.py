@@ -104,9 +104,10 @@ def export(sliced, specs: list) -> Exported:
     try:
         variant = sliced.builder.build(plan, values, runs, None, adaptive=False)
     except NotBuilt as exc:
-        if exc.keep_runs:
-            raise Skipped(f"{exc}: a value the host computes crosses into the TF part "
-                          "there, and its type is known only from a call") from None
+        if exc.keep_runs:  # NotObserved: "no profile call reached the crossing at line N"
+            where = str(exc).rsplit(" at ", 1)[-1]
+            raise Skipped(f"a value the host computes crosses into the TF part at {where}: "
+                          "its type is known only from a call") from None
         raise Skipped(f"not built: {exc}") from None
     if plan.nested:
         raise Skipped("calls another gpe function from host code (nested parts are not "
