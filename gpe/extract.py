@@ -27,9 +27,10 @@ from gpe.tfprog import bundle as bundles
 from gpe.tfprog import part as parts
 
 
-def import_target(target: str) -> list:
+def import_target(target: str) -> tuple[list, dict[str, str]]:
     """The modules `target` names: a .py file, a package folder, or a module name (a
-    package brings every module in it)."""
+    package brings every module in it); and the package's modules that failed to import,
+    with why."""
     if target.endswith(".py") or os.path.isdir(target):
         path = os.path.abspath(target.rstrip("/"))
         if not os.path.exists(path):
@@ -44,11 +45,15 @@ def import_target(target: str) -> list:
     elif os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` finds modules
     module = importlib.import_module(target)
-    modules = [module]
+    modules, failed = [module], {}
     if hasattr(module, "__path__"):  # a package: its modules too
-        for info in pkgutil.walk_packages(module.__path__, module.__name__ + "."):
-            modules.append(importlib.import_module(info.name))
-    return modules
+        for info in pkgutil.walk_packages(module.__path__, module.__name__ + ".",
+                                          onerror=lambda name: None):
+            try:
+                modules.append(importlib.import_module(info.name))
+            except Exception as exc:  # one module that does not import: said, skipped
+                failed[info.name] = f"the module does not import: {type(exc).__name__}: {exc}"
+    return modules, failed
 
 
 def candidates(modules: list) -> list[tuple[str, Any]]:
@@ -67,12 +72,14 @@ def candidates(modules: list) -> list[tuple[str, Any]]:
 def extract(target: str, out: str, tensorboard_dir: str | None = None,
             stream: TextIO = sys.stderr) -> dict:
     """Write the bundle of `target` to `out`; returns its index."""
-    modules = import_target(target)
+    modules, failed = import_target(target)
+    for name, why in failed.items():
+        print(f"{name} ... skipped: {why}", file=stream)
     found = candidates(modules)
     token = secrets.token_hex(4)
     # the TF parts' op scopes (gpeN_L...) name their part: numbers no program uses itself
     parts._part_ids = itertools.count(1_000_000 * (1 + int(token, 16) % 4000))
-    functions, skipped, fdefs, host = {}, {}, {}, {}
+    functions, skipped, fdefs, host = {}, dict(failed), {}, {}
     for i, (name, obj) in enumerate(found, 1):
         print(f"[{i}/{len(found)}] {name} ...", end=" ", file=stream, flush=True)
         try:
@@ -116,7 +123,12 @@ def _one(obj) -> Any:
     else:
         sliced = SlicedFunction(obj, adaptive=False)
     sliced.bundled = False  # slice from source, whatever bundle may be there
-    return export(sliced, specs)
+    try:
+        return export(sliced, specs)
+    except Skipped:
+        raise
+    except Exception as exc:  # one function gpe cannot build must not stop the others
+        raise Skipped(f"failed: {type(exc).__name__}: {exc}") from exc
 
 
 def tensorboard(bundle: bundles.Bundle, directory: str) -> list[str]:

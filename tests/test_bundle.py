@@ -113,6 +113,8 @@ def write_package(folder, marker):
         f.write(f"MARKER = {marker!r}\n" + textwrap.dedent(MANY_HEAD))
         for i in range(N):
             f.write(textwrap.dedent(MANY_FN.format(i=i, k=f"{1 + i / 10}")))
+    with open(os.path.join(pkg, "broken.py"), "w") as f:
+        f.write("import no_such_module_anywhere\n")
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +148,7 @@ def test_extract_reports_progress_and_skips_and_runs_no_script_code(built):
         assert f"{name} ... skipped: {why}" in stderr
     assert f"wrote {out}: {N + 3} functions" in stderr
     assert not os.path.exists(os.path.join(folder, "MAIN_RAN"))
+    assert "blib.broken ... skipped: the module does not import: ModuleNotFoundError" in stderr
 
 
 def test_inspect_prints_the_index(built, capsys):
