@@ -25,8 +25,10 @@ from typing import Any
 
 import gast
 import tensorflow as tf
+from tensorflow.core.function.polymorphism import function_type as function_type_lib
 from tensorflow.python.eager import context
-from tensorflow.python.ops import gen_functional_ops
+from tensorflow.python.eager.polymorphic_function import atomic_function
+from tensorflow.python.framework import ops
 
 from gpe.host.bundle_export import module_hash, synthetic
 from gpe.host.call import Runtime
@@ -49,25 +51,44 @@ class Stale(Exception):
 
 class BundledFunction:
     """A bundle's FunctionDef where a Part holds a ConcreteFunction: called (inside the
-    sink's trace) with the part's queue handles, it adds its FunctionDefs to the eager
-    context and calls its function by name with them and the captured values."""
+    sink's trace) with the part's queue handles, it adds its FunctionDef and callees to
+    the eager context (once) and to the sink's graph library, and calls it by name with
+    them and the captured values, as a ConcreteFunction's call in a graph does (so
+    TensorFlow inlines and optimises it into the sink as it does a traced part)."""
 
     def __init__(self, bundle: Bundle, name: str, captured: list, variables: list):
         self.bundle, self.name = bundle, name
         self.captured, self.variables = captured, variables
         self.function_def = bundle.library[name]
 
-    def register(self) -> None:
-        ctx = context.context()
+    def register(self) -> list:
+        """The AtomicFunctions of this function and its callees (callees first), added to
+        the eager context the first time any bundle function reaches them."""
+        out = []
         for fname in reachable(self.bundle, [self.name]):
-            if not ctx.has_function(fname):
-                ctx.add_function_def(self.bundle.library[fname])
+            atomic = _atomics.get(fname)
+            if atomic is None:
+                atomic = _atomics[fname] = atomic_function.from_function_def(
+                    self.bundle.library[fname], function_type_lib.FunctionType([]))
                 registered.append(fname)
+            out.append(atomic)
+        return out
 
     def __call__(self, *handles):
-        self.register()
-        return gen_functional_ops.stateful_partitioned_call(
-            args=list(handles) + list(self.captured), Tout=[tf.int32], f=self.name)[0]
+        graph = ops.get_default_graph()
+        for atomic in self.register():
+            graph._add_function_recursive(atomic)  # noqa: SLF001 (what a call in a graph does)
+        attrs = context.context().function_call_options.as_attrs()
+        op = atomic_function.partitioned_call_op(
+            name=self.name, args=list(handles) + list(self.captured), is_stateful=True,
+            tout=[tf.int32.as_datatype_enum], config=attrs["config_proto"],
+            executor_type=attrs["executor_type"])
+        return op.outputs[0]
+
+
+# the bundle FunctionDefs in the eager context, by name (held: an AtomicFunction removes
+# its function from the context when it is deleted)
+_atomics: dict[str, Any] = {}
 
 
 def resolve_function(bundle: Bundle, name: str):
