@@ -96,11 +96,7 @@ def export(sliced, specs: list) -> Exported:
     entry = next((c for c in plan.channels if c.kind == ChannelKind.ENTRY), None)
     runs: list[dict] = [{}]
     if entry is not None:
-        if not set(entry.names) <= set(values):
-            raise Skipped(f"values computed by host code cross when the call starts "
-                          f"({', '.join(sorted(set(entry.names) - set(values)))}): their "
-                          f"types are known only from a call")
-        runs = [{entry.index: [values[n] for n in entry.names]}]
+        runs = [{entry.index: [_entry_value(sliced, n, values) for n in entry.names]}]
     try:
         variant = sliced.builder.build(plan, values, runs, None, adaptive=False)
     except NotBuilt as exc:
@@ -113,6 +109,18 @@ def export(sliced, specs: list) -> Exported:
         raise Skipped("calls another gpe function from host code (nested parts are not "
                       "bundled)")
     return _entry(sliced, plan, variant, specs, values)
+
+
+def _entry_value(sliced, name: str, values: dict) -> Any:
+    """A value sent when the call starts: an argument, or a global Python number (sent
+    each call: with one run nothing is folded, so its value at the call is the one used)."""
+    if name in values:
+        return values[name]
+    value = sliced.keys.lookup(name) if name.isidentifier() else None
+    if type(value) in FOLDABLE:
+        return value
+    raise Skipped(f"a value computed by host code ({name}) crosses when the call starts: "
+                  "its type is known only from a call")
 
 
 def _entry(sliced, plan, variant, specs, values) -> Exported:

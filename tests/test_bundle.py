@@ -66,6 +66,14 @@ def noisy(x):
     return x * n
 
 
+RATE = 0.5
+
+
+@gpe.function(input_signature=[S], adaptive=False)
+def scaled(x):
+    return x * RATE
+
+
 @gpe.function(input_signature=[S], adaptive=False)
 def branchy(x):
     if float(tf.reduce_sum(x)) > 0:
@@ -132,11 +140,11 @@ def built(tmp_path_factory):
 
 def test_extract_reports_progress_and_skips_and_runs_no_script_code(built):
     folder, out, stderr = built
-    total = N + 8  # the generated ones and the 8 above (_mix, act: no declared types)
+    total = N + 9  # the generated ones and the 9 above (_mix, act: no declared types)
     assert "[1/" in stderr and f"[{total}/{total}]" in stderr
     index = json.load(open(os.path.join(out, "index.json")))
     assert set(index["functions"]) == {f"blib.many.f{i}" for i in range(N)} | {
-        "blib.many.update", "blib.many.annotated", "blib.many.branchy"}
+        "blib.many.update", "blib.many.annotated", "blib.many.branchy", "blib.many.scaled"}
     skipped = index["skipped"]
     assert "no declared argument types" in skipped["blib.many.undeclared"]
     assert "no declared argument types" in skipped["blib.many._mix"]
@@ -146,7 +154,7 @@ def test_extract_reports_progress_and_skips_and_runs_no_script_code(built):
                                                  "TF part at line")
     for name, why in skipped.items():
         assert f"{name} ... skipped: {why}" in stderr
-    assert f"wrote {out}: {N + 3} functions" in stderr
+    assert f"wrote {out}: {N + 4} functions" in stderr
     assert not os.path.exists(os.path.join(folder, "MAIN_RAN"))
     assert "blib.broken ... skipped: the module does not import: ModuleNotFoundError" in stderr
 
@@ -172,7 +180,7 @@ def test_inspect_of_a_missing_bundle_is_one_line(tmp_path, capsys):
 def test_tensorboard_event_files_hold_the_graphs(built):
     folder, _, _ = built
     runs = sorted(os.listdir(os.path.join(folder, "tb")))
-    assert len(runs) == N + 3
+    assert len(runs) == N + 4
     events = glob.glob(os.path.join(folder, "tb", "blib.many.update", "events.out.tfevents.*"))
     assert len(events) == 1
     graphs = []
@@ -291,6 +299,22 @@ eager = [np.asarray(many.f1.fn(x)).tolist()] * 5 + [np.asarray(many.f2.fn(x)).to
 eager += [np.asarray(many.branchy.fn(v)).tolist() for v in (x, -x, -x, x)]
 print("same", out == eager and sliced_log == many.log, many.log)
 print("branchy", many.branchy.stats()["profile_calls"], many.branchy.stats()["graph_calls"])
+# calls the bundle's variant does not take run as any gpe call (profiled, sliced from source)
+x64 = tf.cast(x, tf.float64)
+other = [np.asarray(many.branchy(v)).tolist() for v in (x64, -x64, x64, x64, -x64)]
+other += [np.asarray(many.scaled(x)).tolist()]
+many.RATE = 2.0  # a global number: sent with the arguments, each call
+other += [np.asarray(many.scaled(x)).tolist() for _ in range(5)]
+many.RATE = 0.5
+many.log.clear()
+expected = [np.asarray(many.branchy.fn(v)).tolist() for v in (x64, -x64, x64, x64, -x64)]
+expected += [np.asarray(many.scaled.fn(x)).tolist()]
+many.RATE = 2.0
+expected += [np.asarray(many.scaled.fn(x)).tolist()] * 5
+many.RATE = 0.5
+b, c = many.branchy.stats(), many.scaled.stats()
+print("other", other == expected, b["profile_calls"], b["variants"], c["profile_calls"],
+      c["graph_calls"], c["variants"])
 print("stats", many.f1.stats()["profile_calls"], many.f1.stats()["graph_calls"],
       many.f1.stats()["variants_built"])
 print("warnings", [str(w.message) for w in caught if issubclass(w.category, gpe.GpeWarning)])
@@ -313,6 +337,9 @@ def test_bundle_next_to_the_module_is_used_until_its_source_changes(built, tmp_p
     assert "same True ['positive', 'not positive', 'not positive', 'positive']" in fresh.stdout
     assert "stats 0 5 ['x: float32(None, 4) (from bundle)']" in fresh.stdout
     assert "branchy 0 4" in fresh.stdout  # the host decides the branch: in the graph too
+    # float64: 3 profile calls, a second variant; RATE is sent with the arguments, so the
+    # bundle's variant runs every call of scaled, whatever RATE is
+    assert "other True 3 2 0 6 1" in fresh.stdout
     assert "warnings []" in fresh.stdout and "loaded" in fresh.stdout
 
     many = tmp_path / "blib" / "many.py"
