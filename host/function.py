@@ -66,6 +66,7 @@ class SlicedFunction:
         self.cache = Variants()
         self.builder = Builder(self)
         self.stats_ = Stats()
+        self.bundled = True  # look for a bundle shipped next to fn's module (first call)
         self._lock = threading.RLock()
         self.__wrapped__ = fn
         self.__signature__ = self.keys.signature
@@ -169,6 +170,12 @@ class SlicedFunction:
 
     # a key without a variant ---------------------------------------------------------
     def _new_key(self, key, values, args, kwargs):
+        if self.bundled:  # once: a precompiled variant from a bundle next to the module
+            self.bundled = False
+            from gpe.host.bundle_load import from_neighbour
+            if from_neighbour(self):
+                self.stats_.calls -= 1
+                return self(*args, **kwargs)
         if key in self.cache.refused:
             return self._eager(args, kwargs)
         if self.cache.built and key not in self.cache.profiles:
