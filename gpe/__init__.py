@@ -19,7 +19,8 @@ from gpe.log import configure as _configure_logging
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "function": "gpe.api", "explain": "gpe.api",
+    "function": "gpe.api", "explain": "gpe.api", "load": "gpe.bundles",
+    "BundleError": "gpe.tfprog.bundle",
     "GpeWarning": "gpe.host.function", "SlicedFunction": "gpe.host.function",
     "Timing": "gpe.host.timing", "timing": "gpe.host.timing",
 }

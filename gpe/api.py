@@ -1,26 +1,33 @@
-"""The public API: `gpe.function` and `gpe.explain`."""
+"""The public API: `gpe.function` and `gpe.explain` (`gpe.load`: gpe/bundles.py)."""
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from gpe.host.function import SlicedFunction
 from gpe.host.oracle import classify
 from gpe.slicer import ArgFact, Facts, Kind, Refusal, SlicePlan, slice_function
 
 
-def function(fn: Callable | None = None, *, profile_calls: int = 3, adaptive: bool = True):
+def function(fn: Callable | None = None, *, profile_calls: int = 3, adaptive: bool = True,
+             input_signature: Sequence[Any] | None = None):
     """Slice `fn` into a host part and a TF part; use as `@gpe.function` or `@gpe.function()`.
 
     profile_calls: how many calls per argument signature run eagerly, observed, before
     the sliced version is built (their results are eager's).
     adaptive: time the first sliced calls against the eager profile call and run the
     function eagerly if that is faster (a tiny function costs less than gpe's crossing).
+    input_signature: a `tf.TensorSpec` per parameter: the argument types `gpe extract`
+    slices the function for ahead of time (a bundle). Unlike tf.function's, it does not
+    restrict calls: a call with other arguments runs as any gpe call does.
     """
     def wrap(f: Callable) -> SlicedFunction:
         if isinstance(f, SlicedFunction):
             return f
-        return SlicedFunction(f, profile_calls=profile_calls, adaptive=adaptive)
+        sliced = SlicedFunction(f, profile_calls=profile_calls, adaptive=adaptive)
+        if input_signature is not None:
+            sliced.input_signature = tuple(input_signature)
+        return sliced
     return wrap(fn) if fn is not None else wrap
 
 

@@ -157,6 +157,50 @@ def _bench_parser(commands) -> None:
     bench.set_defaults(run=_bench)
 
 
+def _extract(args) -> int:
+    from gpe.extract import extract
+    if not (args.target.endswith(".py") or os.path.isdir(args.target)) and os.sep in args.target:
+        raise Usage(f"no such file or folder: {args.target}")
+    try:
+        extract(args.target, args.out, args.tensorboard)
+    except (ImportError, FileNotFoundError) as exc:
+        raise Usage(f"cannot import {args.target}: {exc}") from None
+    return 0
+
+
+def _inspect(args) -> int:
+    from gpe.extract import describe
+    from gpe.tfprog.bundle import BundleError
+    try:
+        print(describe(args.bundle), end="")
+    except BundleError as exc:
+        raise Usage(str(exc).removeprefix("gpe: ")) from None
+    return 0
+
+
+def _bundle_commands(commands) -> None:
+    extract = commands.add_parser(
+        "extract", help="slice a module's functions ahead of time into a bundle",
+        description="Import MODULE_OR_PATH (a module name, a package folder or a .py file; "
+                    "nothing runs but the import) and slice every function whose argument "
+                    "types are declared (@gpe.function(input_signature=...) or tf.TensorSpec "
+                    "annotations), without calling it. Writes the bundle (FunctionDefs, "
+                    "generated host code, index) to OUT; gpe.load(OUT) runs them. A bundle "
+                    "in a folder gpe_bundle next to the module is used when the module's "
+                    "functions are first called.")
+    extract.add_argument("target", metavar="MODULE_OR_PATH")
+    extract.add_argument("-o", "--out", required=True, metavar="OUT",
+                         help="the bundle folder to write")
+    extract.add_argument("--tensorboard", metavar="DIR",
+                         help="also write each function's graph for TensorBoard to DIR")
+    extract.set_defaults(run=_extract)
+    inspect_ = commands.add_parser("inspect", help="show a bundle's index",
+                                   description="Print a bundle's functions, signatures, "
+                                               "channels, captures, ops and sizes.")
+    inspect_.add_argument("bundle", metavar="OUT")
+    inspect_.set_defaults(run=_inspect)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="gpe", description="Graph program extraction for imperative TensorFlow 2.")
@@ -186,6 +230,7 @@ def main(argv=None) -> int:
                      help="arguments passed to the script")
     run.set_defaults(run=_run, parser=run)
     _bench_parser(commands)
+    _bundle_commands(commands)
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     try:

@@ -21,6 +21,7 @@ import types
 import weakref
 from typing import Callable
 
+from gpe.host import payoff
 from gpe.host.function import SlicedFunction
 
 DECORATOR = "__gpe_function__"
@@ -32,7 +33,8 @@ def auto(fn: Callable):
     if not inspect.isfunction(fn) or inspect.isgeneratorfunction(fn) or \
             inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
         return fn
-    sliced = SlicedFunction(fn, auto=True)
+    # built only once its calls have paid for it (host/payoff.py; GPE_PAYOFF=0: at once)
+    sliced = SlicedFunction(fn, auto=True, payoff=payoff.enabled())
     _wrapped.append(weakref.ref(sliced))
     return sliced
 
@@ -138,6 +140,8 @@ def report() -> str:
         s = fn.stats()
         lines.append(f"  {fn.__qualname__}: {s['calls']} calls, {s['graph_calls']} sliced, "
                      f"{s['eager_calls']} eager, {s['variants']} variant(s)")
+        if s["unpaid_calls"]:
+            lines.append(f"      eager x{s['unpaid_calls']}: before building it paid off")
         for reason, count in s["fallbacks"].items():
             lines.append(f"      eager x{count}: {reason}")
         for reason, count in s["guard_failures"].items():

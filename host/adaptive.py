@@ -1,8 +1,18 @@
 """The adaptive choice between running a variant sliced and running it eagerly.
 
 A tiny function can cost less eagerly than gpe's crossing. `AdaptiveTimer` (one per
-variant) times its first sliced calls, then as many eager calls, and says whether the
-variant should run eagerly from then on.
+variant) times its calls in alternating blocks, sliced then eager, so that both ways see
+the same load on the machine. A block's figure is the median of its calls' times (a
+sliced block adds the wait, after its last call, for the graph to finish the block, spread
+over its calls); each way's figure is the median of its blocks. A stall (a collection, the
+OS) in one call or one block does not move a median.
+
+The verdict has hysteresis: sliced stays only when clearly faster (at most SLICED_MARGIN of
+eager's time), eager is chosen when sliced is no faster; a ratio in between is measured
+again (up to MAX_ROUNDS rounds) before the middle of the band decides, so that a borderline
+function gets the same verdict run after run rather than a coin toss. The verdict is final.
+Its message says what was measured, and is true: it never calls eager faster when the
+sliced median was lower.
 """
 from __future__ import annotations
 
@@ -10,61 +20,97 @@ import statistics
 import time
 from typing import Callable
 
-COMPARE_CALLS = 16   # sliced calls timed, then as many eager calls
-WARM_CALLS = 2       # sliced calls before the timing starts (the graph's instantiation)
-SLICED_MARGIN = 0.9  # a variant stays sliced only if clearly faster than eager (noise)
+WARM_CALLS = 10      # sliced calls before the timing starts (the graph's instantiation, the
+                     # program settling; as before, no call before the 19th sliced one runs eagerly)
+BLOCK_CALLS = 8      # calls in a block (a sliced block ends with a wait for the graph)
+BLOCKS = 5           # sliced and eager blocks in a round (odd: a plain median)
+MAX_ROUNDS = 3       # rounds measured while the ratio stays inside the band
+SLICED_MARGIN = 0.9  # sliced at most this fraction of eager's time: stays sliced
+EAGER_MARGIN = 1.0   # sliced at least eager's time: eager; in between, measured again
+TIE_BREAK = 0.95     # after MAX_ROUNDS inside the band: sliced below this, else eager
+
+_WARM, _SLICED, _EAGER, _SETTLED = range(4)
 
 
 class AdaptiveTimer:
-    def __init__(self, enabled: bool = True):
-        self.sliced: list[float] | None = [] if enabled else None  # None: measured
-        self.sliced_s = 0.0
-        self.eager: list[float] | None = None  # eager call times, while measuring them
+    def __init__(self, enabled: bool = True, clock: Callable[[], float] = time.perf_counter):
+        self.clock = clock
+        self.phase = _WARM if enabled else _SETTLED
+        self.warm = 0
+        self.block: list[float] = []   # the current block's call times
+        self.sliced: list[float] = []  # seconds per call, one entry per block
+        self.eager: list[float] = []
+        self.rounds = 0
+        self.sliced_s = self.eager_s = 0.0  # the medians the verdict was made on
         self.eager_faster = False
+        self.verdict: str | None = None
 
     @property
     def settled(self) -> bool:
-        return self.sliced is None and self.eager is None
+        return self.phase == _SETTLED
 
     @property
     def timing_eager(self) -> bool:
-        return self.eager is not None
+        """The next call runs eagerly, timed (eager_call)."""
+        return self.phase == _EAGER
 
-    def sliced_call(self, seconds: float, fence: Callable[[], None]) -> None:
-        """A sliced call took `seconds` of host time. The timed calls count the host's time
-        inside them plus the wait for the graph to finish them (`fence`); work between
-        calls overlaps the graph and is not counted. After COMPARE_CALLS of them, the next
-        calls run eagerly, timed (eager_call)."""
-        timing = self.sliced
-        if timing is None:
+    def sliced_call(self, start: float, fence: Callable[[], None]) -> None:
+        """A sliced call that began at `start` (this timer's clock) has returned. `fence`
+        waits until the graph has finished every call sent."""
+        if self.phase == _WARM:
+            self.warm += 1
+            if self.warm >= WARM_CALLS:  # the graph's first runs (instantiation) are done
+                fence()
+                self.phase = _SLICED
             return
-        timing.append(seconds)
-        if len(timing) == WARM_CALLS:  # the graph's first runs (instantiation) are done
+        if self.phase != _SLICED:
+            return
+        if self._counted(start):
+            before = self.clock()
             fence()
-        if len(timing) < WARM_CALLS + COMPARE_CALLS:
-            return
-        start = time.perf_counter()
-        fence()
-        timed = timing[WARM_CALLS:]
-        # the slowest call left out: one stall (a collection, the OS) is not the function's
-        total = sum(timed) - max(timed) + time.perf_counter() - start
-        self.sliced_s = total / (COMPARE_CALLS - 1)
-        self.sliced = None
-        self.eager = []
+            waited = self.clock() - before
+            self.sliced.append(statistics.median(self.block) + waited / BLOCK_CALLS)
+            self.phase = _EAGER
 
-    def eager_call(self, seconds: float) -> str | None:
-        """An eager call took `seconds`; once enough are timed, the verdict: a message when
-        eager is faster (the variant then runs eagerly), else None."""
-        if self.eager is None:  # decided by a call nested in this one (recursion)
+    def eager_call(self, start: float) -> str | None:
+        """An eager call that began at `start` has returned; once a round is complete, the
+        verdict: its message when the variant runs eagerly from now on, else None."""
+        if self.phase != _EAGER:  # decided by a call nested in this one (recursion)
             return None
-        self.eager.append(seconds)
-        if len(self.eager) < COMPARE_CALLS:
+        if not self._counted(start):
             return None
-        eager_s = statistics.median(self.eager)
-        self.eager = None
-        if self.sliced_s <= eager_s * SLICED_MARGIN:
+        self.eager.append(statistics.median(self.block))
+        self.phase = _SLICED
+        if len(self.eager) < BLOCKS * (self.rounds + 1):
+            return None
+        self.rounds += 1
+        return self._decide()
+
+    def _counted(self, start: float) -> bool:
+        """Record a call's time in the current block; True when it completes the block
+        (self.block then holds the block's times until the next call)."""
+        if len(self.block) >= BLOCK_CALLS:
+            self.block = []
+        self.block.append(self.clock() - start)
+        return len(self.block) >= BLOCK_CALLS
+
+    def _decide(self) -> str | None:
+        sliced, eager = statistics.median(self.sliced), statistics.median(self.eager)
+        ratio = sliced / eager if eager > 0 else float("inf")
+        if SLICED_MARGIN < ratio < EAGER_MARGIN and self.rounds < MAX_ROUNDS:
+            return None  # inside the band: another round
+        self.sliced_s, self.eager_s, self.phase = sliced, eager, _SETTLED
+        if ratio <= SLICED_MARGIN or (ratio < EAGER_MARGIN and ratio < TIE_BREAK):
             return None
         self.eager_faster = True
-        return (f"eager is faster ({eager_s * 1e6:.0f} us a call) than sliced "
-                f"({self.sliced_s * 1e6:.0f} us a call)")
+        self.verdict = message(sliced, eager, len(self.sliced) * BLOCK_CALLS)
+        return self.verdict
 
+
+def message(sliced: float, eager: float, calls: int) -> str:
+    """Why a variant runs eagerly, from the medians measured (seconds a call)."""
+    measured = (f"{sliced * 1e6:.0f} us a call sliced, {eager * 1e6:.0f} us eagerly "
+                f"(medians over {calls} calls each way)")
+    if sliced >= eager:
+        return f"eager is faster: {measured}"
+    return f"sliced is not clearly faster than eager: {measured}"

@@ -24,8 +24,18 @@ class CallKeys:
         # names of the parameters, when every one is plainly positional (else: bind)
         self._positional = tuple(p.name for p in params) if all(
             p.kind == p.POSITIONAL_OR_KEYWORD for p in params) else ()
-        self.guards: tuple[str, ...] = ()  # captured names and paths (union over variants)
+        self._guards: tuple[str, ...] = ()  # captured names and paths (union over variants)
+        self._split: tuple[list[str], ...] = ()  # the same, split at their dots
         self.last: tuple | None = None     # the key of the variant built last
+
+    @property
+    def guards(self) -> tuple[str, ...]:
+        return self._guards
+
+    @guards.setter
+    def guards(self, guards: tuple[str, ...]) -> None:
+        self._guards = tuple(guards)
+        self._split = tuple(g.split(".") for g in self._guards)
 
     def values(self, args: tuple, kwargs: dict) -> dict:
         """The arguments by parameter name, defaults applied (TypeError if they do not
@@ -40,11 +50,11 @@ class CallKeys:
         """Argument descriptions, and the identity of every object a TF part captured (a
         rebound global, another `self`, a replaced layer all differ)."""
         described = self.assumed.describe(values)
-        if not self.guards:
+        if not self._split:
             return described
-        lookup = self.lookup
-        return described + tuple(guard_value(signature.resolve(g, values, lookup))
-                                 for g in self.guards)
+        lookup, resolve = self.lookup, signature.resolve_split
+        return described + tuple([guard_value(resolve(g, values, lookup))
+                                  for g in self._split])
 
     def key_for(self, args: tuple, kwargs: dict) -> tuple | None:
         """The key of these arguments (None where they do not bind)."""

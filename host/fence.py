@@ -46,7 +46,9 @@ def install(session) -> None:
 def _fenced(op, session):
     @functools.wraps(op)
     def wrapper(*args, **kwargs):
-        if session.in_flight() and context.executing_eagerly():
+        # on every eager variable access of the program: the cheap test first
+        if session.sent > session.acknowledged and session.in_flight() and \
+                context.executing_eagerly():
             session.fence()
         return op(*args, **kwargs)
     return wrapper

@@ -24,8 +24,10 @@ from tensorflow.python.eager.context import executing_eagerly
 from tensorflow.python.eager.record import could_possibly_record
 
 from gpe.host.builder import Builder, NotBuilt
+from gpe.host.distribute import in_replica_context
 from gpe.host.call import EntryGuardFailed
 from gpe.host.callkey import CallKeys
+from gpe.host.payoff import COSTS, Payoff, progress
 from gpe.host.signature import text
 from gpe.host.speculation import Assumptions
 from gpe.host.stats import GpeWarning, Stats
@@ -50,9 +52,12 @@ class SlicedFunction:
     autograph_info__: dict = {}
 
     def __init__(self, fn: Callable, profile_calls: int = 3, auto: bool = False,
-                 adaptive: bool = True):
+                 adaptive: bool = True, payoff: bool = False):
         self.fn = fn
         self.auto = auto
+        # payoff: run plainly until its eager time pays for building it (payoff.py)
+        self.payoff = Payoff(payoff)
+        self._plan_s = 0.0  # the time slicing took, for the progress line
         self.adaptive = adaptive  # run eagerly a variant that is slower sliced than eager
         self.plain = False  # decided it is plain Python: calls go straight to fn
         self.profile_calls = max(1, profile_calls)
@@ -61,6 +66,7 @@ class SlicedFunction:
         self.cache = Variants()
         self.builder = Builder(self)
         self.stats_ = Stats()
+        self.bundled = True  # look for a bundle shipped next to fn's module (first call)
         self._lock = threading.RLock()
         self.__wrapped__ = fn
         self.__signature__ = self.keys.signature
@@ -73,6 +79,10 @@ class SlicedFunction:
             return self._traced(args, kwargs)
         if self.plain:
             return self._eager(args, kwargs)
+        if in_replica_context():  # one of a strategy's replica threads (strategy.run)
+            return self._replica(args, kwargs)
+        if self.payoff.waiting:
+            return self._unpaid(args, kwargs)
         start = time.perf_counter()  # a sliced call's cost includes finding its variant
         try:
             values = self.keys.values(args, kwargs)
@@ -80,7 +90,11 @@ class SlicedFunction:
             return self._eager(args, kwargs)  # eager raises the same TypeError
         key = self.keys.key(values)
         variant = self.cache.get(key)
-        if variant is None:  # profile calls run eagerly: a tape sees their ops
+        if variant is None:
+            if key in self.cache.refused:  # refused for good: straight to the function
+                self.stats_.refused_calls += 1
+                return self._eager(args, kwargs)
+            # profile calls run eagerly: a tape sees their ops
             return self._new_key(key, values, args, kwargs)
         if could_possibly_record():  # a tape watches: it must see this call's ops
             self._note("called while a GradientTape is recording", warn=False)
@@ -88,7 +102,7 @@ class SlicedFunction:
         if variant.eager_faster:
             return self._eager(args, kwargs)
         if variant.timer.timing_eager:
-            return self._timed_eager(key, variant, args, kwargs)
+            return self._timed_eager(variant, start, args, kwargs)
         return self._sliced(key, variant, start, args, kwargs)
 
     # a call of a built variant -------------------------------------------------------
@@ -110,8 +124,20 @@ class SlicedFunction:
             session.exit_call()
             if variant.stale and self.cache.retire(key, variant):
                 self._refuse(key, "values computed during the call keep changing type")
-        variant.timer.sliced_call(time.perf_counter() - start, session.fence)
+        variant.timer.sliced_call(start, session.fence)
         return result
+
+    def _unpaid(self, args, kwargs):
+        """A call before the function has paid off its build: plain, timed (payoff.py)."""
+        self.stats_.unpaid_calls += 1
+        start = time.perf_counter()
+        try:
+            return self._eager(args, kwargs)
+        finally:
+            if self.payoff.eager_call(time.perf_counter() - start):
+                log.info("%s: %d calls took %.0f ms eagerly, more than building it is "
+                         "expected to cost: slicing it", self.__qualname__,
+                         self.payoff.calls, self.payoff.eager_s * 1e3)
 
     def _entry_guard_failed(self, key, failed: EntryGuardFailed) -> None:
         self.stats_.guard_failed(str(failed))
@@ -121,12 +147,11 @@ class SlicedFunction:
         else:
             self._note(str(failed))
 
-    def _timed_eager(self, key, variant: Variant, args, kwargs):
-        start = time.perf_counter()
+    def _timed_eager(self, variant: Variant, start: float, args, kwargs):
         try:
             return self._eager(args, kwargs)
         finally:
-            verdict = variant.timer.eager_call(time.perf_counter() - start)
+            verdict = variant.timer.eager_call(start)
             if verdict is not None:
                 self._note(verdict, warn=False)  # a choice for speed, not a failure
                 self.plain = self.cache.all_eager()
@@ -145,6 +170,12 @@ class SlicedFunction:
 
     # a key without a variant ---------------------------------------------------------
     def _new_key(self, key, values, args, kwargs):
+        if self.bundled:  # once: a precompiled variant from a bundle next to the module
+            self.bundled = False
+            from gpe.host.bundle_load import from_neighbour
+            if from_neighbour(self):
+                self.stats_.calls -= 1
+                return self(*args, **kwargs)
         if key in self.cache.refused:
             return self._eager(args, kwargs)
         if self.cache.built and key not in self.cache.profiles:
@@ -169,7 +200,7 @@ class SlicedFunction:
             key = self.keys.key(values)
         self.assumed.note_ints(values)
         try:
-            plan = self.builder.plan(values)
+            plan = self._plan(values)
         except NotBuilt as not_yet:  # sliced again at the next call
             log.info("%s: %s; runs eagerly", self.__qualname__, not_yet)
             return self._eager(args, kwargs)
@@ -191,7 +222,16 @@ class SlicedFunction:
             self._build(key, plan, values, runs, sibling)
         return result
 
+    def _plan(self, values) -> SlicePlan:
+        started = time.perf_counter()
+        try:
+            return self.builder.plan(values)
+        finally:
+            self._plan_s = time.perf_counter() - started
+            COSTS.add(self._plan_s, built=False)
+
     def _build(self, key, plan: SlicePlan, values, runs, sibling) -> None:
+        started = time.perf_counter()
         try:
             variant = self.builder.build(plan, values, runs, sibling, self.adaptive)
         except NotBuilt as exc:
@@ -202,12 +242,25 @@ class SlicedFunction:
             else:
                 self._refuse(key, str(exc))
             return
+        finally:
+            seconds = time.perf_counter() - started
+            COSTS.add(seconds, built=True)
+            progress("slicing and building", self.__qualname__, self.where,
+                     self._plan_s + seconds)
         self.cache.add(self.keys.add_guards(plan.captures, values), variant)
         self.stats_.variants += 1
         described = self.assumed.describe(values)
         self.stats_.built.append(", ".join(
             [f"{n}: {text(e)}" for n, e in zip(values, described)]
             + [f"{name} = {value!r}" for name, _, value in variant.folded]))
+
+    def _replica(self, args, kwargs):
+        """A call from inside `strategy.run` (MirroredStrategy runs each replica in a
+        thread of its own, and they meet at every cross-replica step, `merge_call`): run
+        eagerly, never waiting on another replica's call (profiling holds a lock)."""
+        self._note("called in a tf.distribute replica context (inside strategy.run): "
+                   "slice the function that calls strategy.run", warn=False)
+        return self._eager(args, kwargs)
 
     # eager calls and notes -----------------------------------------------------------
     def _eager(self, args, kwargs):
@@ -228,6 +281,11 @@ class SlicedFunction:
         self.stats_.fallback(self.__qualname__, reason, warn and not self.auto)
 
     # introspection -------------------------------------------------------------------
+    @property
+    def where(self) -> str:
+        code = getattr(self.fn, "__code__", None)
+        return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "?"
+
     @property
     def variants(self) -> dict[tuple, Variant]:
         return self.cache.built

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import threading
 
 from tensorflow.python import pywrap_tfe
 from tensorflow.python.eager import execute
@@ -16,6 +17,18 @@ CHANNEL_OPS = frozenset({"QueueEnqueueV2", "QueueDequeueV2", "QueueCloseV2", "FI
                          "QueueDequeueManyV2", "DestroyResourceOp"})
 """Ops gpe runs on the host to move values, and resource clean-up: not the user's TF work."""
 SINK_MARK = "gpe_sink"  # the sink program's function name contains this
+_plumbing = threading.local()  # see plumbing()
+
+
+@contextlib.contextmanager
+def plumbing():
+    """Around gpe's own eager ops that are not channel operations (packing the queue and
+    variable handles for a new sink, see tfprog.sink): not counted as the user's work."""
+    _plumbing.active = True
+    try:
+        yield
+    finally:
+        _plumbing.active = False
 
 
 @contextlib.contextmanager
@@ -25,11 +38,13 @@ def eager_ops():
     fast, slow = pywrap_tfe.TFE_Py_FastPathExecute, execute.execute
 
     def counted_fast(ctx, op_name, *args, **kwargs):
-        counts[op_name] += 1
+        if not getattr(_plumbing, "active", False):
+            counts[op_name] += 1
         return fast(ctx, op_name, *args, **kwargs)
 
     def counted_slow(op_name, *args, **kwargs):
-        counts[op_name.decode() if isinstance(op_name, bytes) else op_name] += 1
+        if not getattr(_plumbing, "active", False):
+            counts[op_name.decode() if isinstance(op_name, bytes) else op_name] += 1
         return slow(op_name, *args, **kwargs)
 
     pywrap_tfe.TFE_Py_FastPathExecute, execute.execute = counted_fast, counted_slow

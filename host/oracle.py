@@ -72,6 +72,8 @@ def classify(obj: Any) -> Kind:
         return Kind.VARIABLE
     if isinstance(obj, tf.Tensor):
         return Kind.TENSOR
+    if isinstance(obj, (tf.distribute.Strategy, tf.distribute.ReduceOp)):
+        return Kind.TF_OBJECT  # strategy.run, strategy.reduce(ReduceOp.SUM, ...): TF part
     if isinstance(obj, (tf.DType, tf.TensorShape, tf.random.Generator)):
         return Kind.TF_OBJECT  # a Generator's state is a variable its methods advance
     if inspect.ismethod(obj) and isinstance(obj.__self__, tf.random.Generator):

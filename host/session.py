@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
-from gpe.host import fence
+from gpe.host import fence, opcount
 from gpe.host.channel import HostChannel
 from gpe.host.watchdog import Watchdog
 from gpe.tfprog.channels import make_queue
 from gpe.tfprog.exact import use_exact_arithmetic_on_this_thread
 from gpe.tfprog.part import LINE_SCOPE, Part
+from gpe.host.distribute import in_replica_context
 from gpe.tfprog.sink import STOP, build_sink
 
 log = logging.getLogger("gpe")
@@ -124,16 +125,20 @@ class Session:
 
     def _restart(self) -> None:
         self.parts = [entry for entry in self.parts if entry[2]() is not None]
-        # A sink calls every part it was built with: the variables they captured must live
-        # as long as it runs (its thread holds them), even if their owners are gone.
+        # A sink calls every part it was built with: the variables they captured and their
+        # channels' queues must live as long as it runs (its thread holds them), even if
+        # their owners are gone (a call sent before the owner was dropped still runs there;
+        # its queues destroyed under it failed the sink with NotFoundError)
         pins = [v for part, _, _ in self.parts for v in part.function.variables]
+        pins += [reg.channels for _, reg, _ in self.parts]
         for index, (_, reg, _) in enumerate(self.parts):
             reg.index = index  # calls already sent keep the numbering of the sink they went to
         if not self.parts:
             return
-        sink = build_sink(self.control, [
-            (part.function, reg.handles) for part, reg, _ in self.parts],
-            self.timer, self.done)
+        with opcount.plumbing():  # its eager Pack of the handles is not the user's work
+            sink = build_sink(self.control, [
+                (part.function, reg.handles) for part, reg, _ in self.parts],
+                self.timer, self.done)
         previous = self.thread
         if previous is not None:
             self._enqueue_control(STOP)
@@ -167,7 +172,12 @@ class Session:
 
     def in_flight(self) -> bool:
         """Calls sent that the graph may not have finished, seen from outside a call."""
-        return self.sent > self.acknowledged and self._call_owner != threading.get_ident()
+        owner = self._call_owner
+        if owner == threading.get_ident() or self.sent <= self.acknowledged:
+            return False
+        # a replica thread of strategy.run made by the call's own host program (the owner
+        # waits in strategy.run for it): inside the call, as the owner is
+        return owner is None or not in_replica_context()
 
     def fence(self) -> None:
         """Wait until the graph has finished every call sent so far."""

@@ -11,9 +11,12 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.framework.ops import EagerTensor
 
 from gpe.host import oracle
 from gpe.slicer.facts import ArgFact, Facts, Kind
+from gpe.tfprog.channels import is_per_replica
+from tensorflow.python.types.distribute import DistributedValues as _DistributedValues
 
 _FOLDED = (bool, int, str, type(None))
 MAX_DESCRIBED = 32  # longer tuples, lists and dicts are described by their type only
@@ -21,16 +24,28 @@ MAX_DESCRIBED = 32  # longer tuples, lists and dicts are described by their type
 
 def describe(value: Any, dynamic: bool = False, relaxed: tuple | None = None) -> tuple:
     """One argument's part of the cache key. `dynamic`: send ints instead of folding them;
-    `relaxed`: for a tensor, the dimensions described as None (any size)."""
+    `relaxed`: for a tensor, the dimensions described as None (any size).
+
+    On every call's path: an eager tensor is recognised by its exact type first (a
+    `hasattr` on one goes through Tensor.__getattr__'s slow miss, and `.shape` builds a
+    TensorShape)."""
+    cls = type(value)
+    if cls is EagerTensor:
+        shape = value._shape_tuple()  # noqa: SLF001 (the tuple `.shape` is built from)
+        if relaxed is not None and len(relaxed) == len(shape):
+            shape = tuple(None if r else d for d, r in zip(shape, relaxed))
+        return ("tensor", value.dtype.name, shape)
+    if cls in _FOLDED and not (dynamic and cls is int):
+        return ("constant", cls.__name__, value)
     if isinstance(value, tf.Variable):
         return ("variable", id(value))
-    if hasattr(value, "_gpe_pending") or isinstance(value, tf.Tensor):
+    if isinstance(value, _DistributedValues):  # PerReplica, Mirrored (never baked in)
+        return _distributed(value)
+    if getattr(cls, "_gpe_pending", False) or isinstance(value, tf.Tensor):
         shape = tuple(value.shape)
         if relaxed is not None and len(relaxed) == len(shape):
             shape = tuple(None if r else d for d, r in zip(shape, relaxed))
         return ("tensor", value.dtype.name, shape)
-    if type(value) in _FOLDED and not (dynamic and type(value) is int):
-        return ("constant", type(value).__name__, value)
     if type(value) in (float, int, complex):
         return ("python", type(value).__name__)
     if isinstance(value, (np.ndarray, np.generic)):
@@ -51,6 +66,16 @@ def describe(value: Any, dynamic: bool = False, relaxed: tuple | None = None) ->
 _COMPOSITE = (tf.__internal__.CompositeTensor, tf.IndexedSlices)
 
 
+def _distributed(value: Any) -> tuple:
+    """A tf.distribute value: its type, the replicas' devices (hence their number and which
+    strategy's they are) and, for a per-replica value, its TypeSpec (each component's dtype
+    and shape). A per-replica value crosses as its components; any other (a Mirrored value
+    that is not a variable) is read on the host, each call."""
+    devices = tuple(getattr(v, "device", "") for v in value.values)
+    spec = value._type_spec if is_per_replica(value) else None
+    return ("distributed", type(value).__qualname__, devices, spec)
+
+
 def _spec(value: Any) -> Any:
     """A composite tensor's TypeSpec (dtype, shape, ragged rank...), or its type."""
     try:
@@ -63,6 +88,8 @@ def _spec(value: Any) -> Any:
 
 def _holds_tensor(value: Any) -> bool:
     if isinstance(value, (tf.Tensor, tf.Variable)) or hasattr(value, "_gpe_pending"):
+        return True
+    if is_per_replica(value):
         return True
     if type(value) in (tuple, list):
         return any(_holds_tensor(v) for v in value)
@@ -88,6 +115,10 @@ def arg_fact(entry: tuple, value: Any) -> ArgFact:
         return ArgFact(Kind.HOST_DATA, python_type=entry[1])
     if what == "array":
         return ArgFact(Kind.HOST_DATA, dtype=entry[1], shape=entry[2], python_type="ndarray")
+    if what == "distributed":  # a PerReplica crosses as its components; else on the host
+        if entry[3] is None:
+            return ArgFact(Kind.HOST_ONLY, python_type=entry[1])
+        return ArgFact(Kind.TENSOR, python_type=entry[1])
     if what == "composite":  # RaggedTensor, SparseTensor, IndexedSlices: never baked in
         # as a constant; what reads it runs on the host, every call, on this call's value
         return ArgFact(Kind.HOST_ONLY, python_type=entry[1])
@@ -102,7 +133,7 @@ def arg_fact(entry: tuple, value: Any) -> ArgFact:
 
 def _all_tensors(entry: tuple) -> bool:
     """A described tuple/list/dict whose leaves are all tensors (it crosses as a structure)."""
-    if entry[0] == "tensor":
+    if entry[0] == "tensor" or (entry[0] == "distributed" and entry[3] is not None):
         return True
     if entry[0] == "sequence":
         return bool(entry[2]) and all(_all_tensors(e) for e in entry[2])
@@ -139,6 +170,8 @@ def text(entry: tuple) -> str:
         return "a tf.Variable"
     if what == "composite":
         return f"a {entry[1]} ({entry[2]})"
+    if what == "distributed":
+        return f"a {entry[1]} over {len(entry[2])} replicas ({', '.join(entry[2])})"
     return f"a {entry[1]}"
 
 
@@ -147,8 +180,13 @@ _MISSING = object()
 
 def resolve(path: str, values: dict[str, Any], namespace_lookup) -> Any:
     """The object at a dotted `path` whose root is an argument or a free name."""
-    root, *attrs = path.split(".")
+    return resolve_split(path.split("."), values, namespace_lookup)
+
+
+def resolve_split(parts, values: dict[str, Any], namespace_lookup) -> Any:
+    """`resolve` of a path already split at its dots (the call key's guards, every call)."""
+    root = parts[0]
     obj = values[root] if root in values else namespace_lookup(root)
-    for attr in attrs:
+    for attr in parts[1:]:
         obj = getattr(obj, attr, _MISSING)
     return obj

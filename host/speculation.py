@@ -11,6 +11,8 @@ observations into channel specs and folded constants.
 """
 from __future__ import annotations
 
+import inspect
+
 import dataclasses
 import logging
 from typing import Any
@@ -20,7 +22,7 @@ import tensorflow as tf
 from gpe.host import signature
 from gpe.slicer import SlicePlan
 from gpe.slicer.plan import ChannelKind
-from gpe.tfprog.channels import Unsendable, flatten, spec_of
+from gpe.tfprog.channels import Unsendable, flatten, spec_of, width
 from gpe.tfprog.channels import relaxed as relaxed_spec
 from gpe.tfprog.part import PartError
 
@@ -49,9 +51,8 @@ class Assumptions:
 
     def describe(self, values) -> tuple:
         """The arguments' part of the call key."""
-        relaxed = self.relaxed
-        return tuple(signature.describe(v, n in self.dynamic, relaxed.get(n))
-                     for n, v in values.items())
+        relaxed, dynamic, describe = self.relaxed, self.dynamic, signature.describe
+        return tuple([describe(v, n in dynamic, relaxed.get(n)) for n, v in values.items()])
 
     def facts(self) -> dict[str, frozenset]:
         """What the slicer is told besides the arguments (see slicer.facts.Facts)."""
@@ -153,6 +154,10 @@ def guard_value(obj) -> Any:
     by the TF part as a constant) its type and value."""
     if type(obj) in FOLDABLE:
         return (type(obj).__name__, obj)
+    if inspect.ismethod(obj):  # made anew on each access: its object and function
+        return ("method", id(obj.__self__), id(obj.__func__))
+    if getattr(type(obj), "_gpe_sliced", False) and hasattr(obj, "_obj"):
+        return ("method", id(obj._obj), id(obj._sliced))  # a sliced method, bound
     return id(obj)
 
 
@@ -223,7 +228,7 @@ def stable_entry_values(plan: SlicePlan, runs, layouts, unfolded, sibling=()) ->
     out, position = {}, 0
     for i, (name, layout) in enumerate(zip(entry.names, layouts[entry.index])):
         if layout is not None:
-            position += len(tf.nest.flatten(layout))
+            position += width(layout)
             continue
         seen = [run[entry.index][i] for run in runs]
         first = seen[0]
@@ -238,7 +243,7 @@ def stable_entry_values(plan: SlicePlan, runs, layouts, unfolded, sibling=()) ->
 def _relax_entry(channel, layouts, found, relaxed) -> list:
     out, i = [], 0
     for name, layout in zip(channel.names, layouts):
-        n = 1 if layout is None else len(tf.nest.flatten(layout))
+        n = width(layout)
         for spec in found[i:i + n]:
             mask = relaxed.get(name) if layout is None else None
             if mask is not None and spec.shape is not None and len(mask) == len(spec.shape):

@@ -19,6 +19,8 @@ class Stats:
     graph_calls: int = 0
     eager_calls: int = 0
     profile_calls: int = 0
+    refused_calls: int = 0  # eager calls of a signature refused for good (the fast path)
+    unpaid_calls: int = 0   # eager calls before the function paid off its build (payoff.py)
     variants: int = 0
     fallbacks: dict[str, int] = field(default_factory=dict)
     guard_failures: dict[str, int] = field(default_factory=dict)  # "expected X, got Y"
@@ -28,6 +30,7 @@ class Stats:
     def as_dict(self) -> dict[str, Any]:
         return {"calls": self.calls, "graph_calls": self.graph_calls,
                 "eager_calls": self.eager_calls, "profile_calls": self.profile_calls,
+                "refused_calls": self.refused_calls, "unpaid_calls": self.unpaid_calls,
                 "variants": self.variants, "fallbacks": dict(self.fallbacks),
                 "guard_failures": dict(self.guard_failures),
                 "variants_built": list(self.built)}

@@ -7,11 +7,13 @@ the profile runs, refusals and retirements of the keys not (or no longer) built.
 from __future__ import annotations
 
 import logging
+import time
 import weakref
 from typing import Any
 
 from gpe.host import signature
 from gpe.host.adaptive import AdaptiveTimer
+from gpe.host.payoff import COSTS, progress
 from gpe.host.call import Runtime
 from gpe.host.loader import load
 from gpe.host.session import Registration, Session, get_session
@@ -75,7 +77,12 @@ class Variant:
             session.ensure_healthy()
         reg = self._registration
         if reg is None or reg.generation != session.generation:
+            started = time.perf_counter()
             reg = self._registration = session.register(self.part, self)
+            seconds = time.perf_counter() - started
+            COSTS.add(seconds, built=False)
+            progress("starting the graph for", self.owner.__qualname__, self.owner.where,
+                     seconds)
         return reg
 
 

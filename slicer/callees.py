@@ -38,6 +38,8 @@ Analyse = Callable[[Parsed, Facts], None]
 
 def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse
                  ) -> Kind | None:
+    if inspect.ismethod(fn):  # a method of an object (its `self` bound): not cached
+        return _method(fn, arg_kinds, facts, analyse)
     if not isinstance(fn, types.FunctionType) or fn in _active:
         return None
     results = _cache.setdefault(fn, {})
@@ -72,6 +74,33 @@ def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], facts: Facts, analys
         analyse(parsed, Facts(args=args, classify=facts.classify))
     except (Refusal, SyntaxError, TypeError, ValueError):
         return None
+    return pure_body(parsed.node)
+
+
+def _method(method: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse
+            ) -> Kind | None:
+    """A bound method: its body for `self` bound to the object (an object argument: only
+    attribute chains to TF objects are read in the TF part) and arguments of these kinds."""
+    fn, obj = method.__func__, method.__self__
+    if not isinstance(fn, types.FunctionType) or fn in _active or \
+            not all(k in _ARG_KINDS for k in arg_kinds):
+        return None
+    params = list(inspect.signature(fn).parameters.values())
+    if not params or len(params) != len(arg_kinds) + 1 or any(
+            p.kind != p.POSITIONAL_OR_KEYWORD for p in params):
+        return None
+    this = params[0].name
+    args = {this: ArgFact(Kind.HOST, python_type=type(obj).__qualname__, constant=True,
+                          value=obj)}
+    args.update((p.name, ArgFact(k)) for p, k in zip(params[1:], arg_kinds))
+    _active.add(fn)
+    try:
+        parsed = parse(fn)
+        analyse(parsed, Facts(args=args, classify=facts.classify, objects={this: obj}))
+    except (Refusal, SyntaxError, TypeError, ValueError):
+        return None
+    finally:
+        _active.discard(fn)
     return pure_body(parsed.node)
 
 

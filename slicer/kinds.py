@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 import gast
 
-from gpe.slicer import anno
+from gpe.slicer import anno, fnargs
 from gpe.slicer.anno import Key
 from gpe.slicer.facts import (CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES, TF_CALLABLES,
                           STRUCTURAL_BUILTINS,
@@ -297,6 +297,10 @@ class _Inferer:
             # too, and runs it nested (host.call.CallContext.nested)
             anno.set(node.func, Key.KIND, Kind.SLICED_FN)
             return Kind.HOST
+        if fkind in (Kind.TF_OP, Kind.TF_EFFECT_OP) and not fnargs.traceable(
+                node, self.parsed, self.facts, self.callee):
+            anno.set(node.func, Key.KIND, Kind.HOST)  # it would run a function's Python
+            return Kind.HOST  # once, when traced: the call stays on the host
         if fkind in (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_CONSTANT):
             return Kind.TENSOR
         if fkind == Kind.TF_FACTORY:

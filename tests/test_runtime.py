@@ -263,7 +263,7 @@ def test_a_function_faster_eagerly_becomes_plain_and_a_heavy_one_stays_sliced():
 
     small, medium = tf.constant(1.0), tf.ones([32, 32]) / 32
     sliced_tiny, sliced_heavy = gpe.function(tiny, profile_calls=1), gpe.function(heavy_step, profile_calls=1)
-    for _ in range(40):
+    for _ in range(100):  # 1 profile call, then the adaptive timing's 90 calls (adaptive.py)
         assert float(sliced_tiny(small)) == 2.0
         assert float(sliced_heavy(medium)) == float(heavy_step(medium))
     assert sliced_tiny.plain, sliced_tiny.stats()  # gpe's crossing costs more than x + 1
@@ -298,14 +298,25 @@ def test_the_adaptive_timer_survives_a_nested_call_finishing_its_measurement():
     """While gpe times a variant's eager calls, a recursive call of the same function is
     timed too and may finish the measurement first; the outer call then crashed with
     "'NoneType' object has no attribute 'append'" (a tree network under gpe run)."""
-    from gpe.host.adaptive import COMPARE_CALLS, WARM_CALLS, AdaptiveTimer
-    timer = AdaptiveTimer()
-    for _ in range(WARM_CALLS + COMPARE_CALLS):
-        timer.sliced_call(1e-3, lambda: None)
-    assert timer.timing_eager
-    verdicts = [timer.eager_call(1e-6) for _ in range(COMPARE_CALLS)]  # inner calls
+    from gpe.host.adaptive import BLOCK_CALLS, BLOCKS, WARM_CALLS, AdaptiveTimer
+    now = [0.0]
+    timer = AdaptiveTimer(clock=lambda: now[0])
+    for _ in range(WARM_CALLS):
+        timer.sliced_call(now[0], lambda: None)
+    verdicts = []
+    for _ in range(BLOCKS):
+        for _ in range(BLOCK_CALLS):
+            start = now[0]
+            now[0] += 1e-3
+            timer.sliced_call(start, lambda: None)
+        assert timer.timing_eager
+        outer = now[0]
+        for _ in range(BLOCK_CALLS):  # inner calls of one outer call
+            start = now[0]
+            now[0] += 1e-6
+            verdicts.append(timer.eager_call(start))
     assert verdicts[-1] is not None and timer.eager_faster  # eager was faster
-    assert timer.eager_call(1e-6) is None  # the outer call ends after the verdict
+    assert timer.eager_call(outer) is None  # the outer call ends after the verdict
 
 
 @pytest.mark.timeout(120)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.types.distribute import DistributedValues as _DistributedValues
 
 # Python values take these dtypes on the wire; the TF part converts them on use.
 _PY_WIRE = {bool: tf.bool, int: tf.int64, float: tf.float64, complex: tf.complex128}
@@ -61,12 +62,73 @@ def python_spec(py_type: type) -> ValueSpec:
     return ValueSpec(_PY_WIRE[py_type], (), True, _PY_DEFAULT[py_type], py_type.__name__)
 
 
+@dataclass(frozen=True)
+class Distributed:
+    """The layout of a per-replica value (tf.distribute's PerReplica): it crosses as its
+    per-replica components, one per replica, and is rebuilt from its TypeSpec on the other
+    side. `devices`: the replicas' devices (host->TF, part of the guard: the same strategy's
+    replicas, in the same number)."""
+
+    spec: object  # a PerReplicaSpec: the components' specs, hence the number of replicas
+    devices: tuple = ()
+
+    @property
+    def width(self) -> int:
+        return len(tf.nest.flatten(self.spec, expand_composites=True))
+
+
+def is_per_replica(value) -> bool:
+    """A tf.distribute value that is a composite of one tensor per replica (PerReplica).
+    Mirrored values and distributed variables are not (see host.signature)."""
+    return isinstance(value, _DistributedValues) and isinstance(
+        value, tf.__internal__.CompositeTensor) and not isinstance(value, tf.Variable)
+
+
+def _distributed(value) -> tuple["Distributed", list]:
+    devices = tuple(getattr(v, "device", "") for v in value.values)
+    if not tf.executing_eagerly() or tf.inside_function():
+        devices = ()  # graph values: rebuilt on the host wherever the queue puts them
+    return (Distributed(value._type_spec, devices),
+            tf.nest.flatten(value, expand_composites=True))
+
+
 def flatten(value) -> tuple[object, list]:
     """A crossing value as (layout, leaves): lists, tuples and dicts of tensors and numbers
-    cross leaf by leaf and are rebuilt on the other side; layout None means one leaf."""
+    cross leaf by leaf and are rebuilt on the other side; layout None means one leaf, a
+    `Distributed` a per-replica value (its components cross)."""
     if type(value) in (list, tuple, dict):
-        return tf.nest.map_structure(lambda _: None, value), tf.nest.flatten(value)
+        leaves = tf.nest.flatten(value)
+        if not any(is_per_replica(leaf) for leaf in leaves):
+            return tf.nest.map_structure(lambda _: None, value), leaves
+        pairs = [_distributed(leaf) if is_per_replica(leaf) else (None, [leaf])
+                 for leaf in leaves]
+        return (tf.nest.pack_sequence_as(value, [layout for layout, _ in pairs]),
+                [c for _, flat in pairs for c in flat])
+    if is_per_replica(value):
+        return _distributed(value)
     return None, [value]
+
+
+def width(layout) -> int:
+    """How many leaves cross for a value of this layout."""
+    if layout is None:
+        return 1
+    if isinstance(layout, Distributed):
+        return layout.width
+    return sum(width(leaf) for leaf in tf.nest.flatten(layout))
+
+
+def _rebuild(layout, leaves: list):
+    if isinstance(layout, Distributed):
+        return tf.nest.pack_sequence_as(layout.spec, leaves, expand_composites=True)
+    if not any(isinstance(leaf, Distributed) for leaf in tf.nest.flatten(layout)):
+        return tf.nest.pack_sequence_as(layout, leaves)
+    parts, i = [], 0
+    for leaf in tf.nest.flatten(layout):
+        n = width(leaf)
+        parts.append(leaves[i] if leaf is None else _rebuild(leaf, leaves[i:i + n]))
+        i += n
+    return tf.nest.pack_sequence_as(layout, parts)
 
 
 def unflatten(layouts: list, leaves: list) -> list:
@@ -77,8 +139,8 @@ def unflatten(layouts: list, leaves: list) -> list:
             out.append(leaves[i])
             i += 1
         else:
-            n = len(tf.nest.flatten(layout))
-            out.append(tf.nest.pack_sequence_as(layout, leaves[i:i + n]))
+            n = width(layout)
+            out.append(_rebuild(layout, leaves[i:i + n]))
             i += n
     return out
 

@@ -1,0 +1,86 @@
+"""Time to the first sliced call of mylib.model.train_step: from its bundle vs from source.
+
+    gpe extract examples/mylib -o /tmp/mylib_bundle
+    python examples/bench_bundle.py /tmp/mylib_bundle [--repeats 5]
+
+Each measurement is a fresh process; the clock starts after `import tensorflow, gpe` and
+stops (1) when the function's variant is ready, before the session runs it, and (2) when
+the first call that ran in the graph has returned its loss (float(loss)). From source,
+(1) takes importing mylib, the profile calls (run eagerly), slicing and tracing the TF
+part; from the bundle, gpe.load (checks, imports mylib, binds the variables). (2) adds,
+either way, what the session does for a new TF part: it builds its sink program again and
+TensorFlow instantiates it at its first run. Prints medians and ratios.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+CHILD = r"""
+import sys, time
+sys.path.insert(0, {here!r})
+import tensorflow as tf
+import gpe
+from gpe.host.session import get_session
+import gpe.bundles, gpe.api  # gpe's own modules: imported before the clock in both
+get_session()  # gpe's one-time start (it freezes the objects alive now out of the GC)
+x = tf.random.stateless_normal([32, 8], seed=[1, 2])
+y = tf.reduce_sum(x[:, :3], axis=1, keepdims=True)
+lr = tf.constant(0.05)
+start = time.perf_counter()
+ready = None
+if {bundle!r}:
+    lib = gpe.load({bundle!r})
+    step = lib.train_step
+    ready = time.perf_counter()
+else:
+    from mylib import model
+    step = model.train_step
+    step.bundled = False  # from source, even if a bundle ships next to the module
+while True:
+    if ready is None and step.variants:
+        ready = time.perf_counter()
+    loss = step(x, y, lr)
+    if step.stats()["graph_calls"]:
+        float(loss)
+        break
+print(ready - start, time.perf_counter() - start, step.stats()["profile_calls"])
+"""
+
+
+def measure(bundle: str) -> tuple[float, float, int]:
+    with tempfile.TemporaryDirectory() as cwd:  # not the repository root (its gpe/ folder)
+        out = subprocess.run([sys.executable, "-c", CHILD.format(here=HERE, bundle=bundle)],
+                             cwd=cwd, capture_output=True, text=True, check=True, timeout=300)
+    ready, first, profiled = out.stdout.split()[-3:]
+    return float(ready), float(first), int(profiled)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("bundle")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    bundle = os.path.abspath(args.bundle)
+    source, loaded = [], []
+    for _ in range(args.repeats):
+        source.append(measure("")[:2])
+        *seconds, profiled = measure(bundle)
+        assert profiled == 0, "the bundle's function was profiled: it was not used"
+        loaded.append(seconds)
+    for i, what in enumerate(["its variant is ready (before the session runs it)",
+                              "the first sliced call has returned"]):
+        s = statistics.median(v[i] for v in source)
+        b = statistics.median(v[i] for v in loaded)
+        print(f"train_step, until {what} (median of {args.repeats}):")
+        print(f"  from source: {s * 1e3:7.1f} ms  {sorted(round(v[i] * 1e3) for v in source)}")
+        print(f"  from bundle: {b * 1e3:7.1f} ms  {sorted(round(v[i] * 1e3) for v in loaded)}")
+        print(f"  ratio: {s / b:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""Data-parallel training on N local workers with MultiWorkerMirroredStrategy: one process
+per worker, each with its TF_CONFIG (free localhost ports), as on real machines.
+
+    python examples/multiworker.py --workers N [--steps S] [--mode eager|gpe|both]
+                                   [--die-at STEP] [--timeout SECONDS]
+
+The launcher starts N workers, waits for them (bounded: `--timeout` plus start-up), and
+checks that they agree (same final weights on every worker); `--mode both` trains eagerly
+and with gpe and checks that gpe's losses and weights equal eager's. `--die-at K` kills
+worker 1 at step K: the others must end with a clear error within the collective timeout
+(never hang); the launcher then restarts all workers from the last checkpoint
+(tf.train.CheckpointManager, every `--every` steps) and checks that they end at the
+weights of an uninterrupted run.
+
+Each worker (`--worker`, TF_CONFIG in its environment) trains a Keras MLP with a custom
+step: `dist_step` calls `strategy.run(replica_step, ...)` and `strategy.reduce`; under gpe
+it is `gpe.function(dist_step)` (`gpe run examples/multiworker.py --worker ...` slices it
+unmodified). The batches are made per step and replica from a seed, so a restarted run
+sees the same data as an uninterrupted one.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+FEATURES, HIDDEN, PER_REPLICA = 8, 16, 8
+
+
+# the worker -------------------------------------------------------------------------
+def worker(args) -> dict:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import numpy as np
+    import tensorflow as tf
+
+    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=args.timeout)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+    global_batch = PER_REPLICA * strategy.num_replicas_in_sync
+    teacher = np.random.RandomState(7).normal(size=(FEATURES, 1)).astype(np.float32)
+    with strategy.scope():
+        tf.keras.utils.set_random_seed(0)
+        model = tf.keras.Sequential([tf.keras.Input((FEATURES,)),
+                                     tf.keras.layers.Dense(HIDDEN, activation="tanh"),
+                                     tf.keras.layers.Dense(1)])
+        opt = tf.keras.optimizers.SGD(0.05, momentum=0.5)
+        step_var = tf.Variable(0, dtype=tf.int64, trainable=False)
+    ckpt = tf.train.Checkpoint(model=model, opt=opt, step=step_var)
+    # the chief writes the checkpoints; the others write theirs aside (MWMS saves on all)
+    directory = args.ckpt if index == 0 else os.path.join(args.ckpt, f"worker{index}")
+    manager = tf.train.CheckpointManager(ckpt, directory, max_to_keep=2)
+    if args.restore and tf.train.latest_checkpoint(args.ckpt):
+        ckpt.restore(tf.train.latest_checkpoint(args.ckpt))
+
+    def batch_for(step: int):
+        def value_fn(context):
+            rng = np.random.RandomState(1000 * step + context.replica_id_in_sync_group)
+            x = rng.normal(size=(PER_REPLICA, FEATURES)).astype(np.float32)
+            return tf.constant(x), tf.constant(x @ teacher)
+        return strategy.experimental_distribute_values_from_function(value_fn)
+
+    def replica_step(x, y):
+        with tf.GradientTape() as tape:
+            per_example = tf.reduce_mean(tf.square(model(x, training=True) - y), axis=1)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    def dist_step(x, y):
+        per_replica = strategy.run(replica_step, args=(x, y))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    if args.mode == "gpe":
+        import gpe
+        dist_step = gpe.function(dist_step, adaptive=False)
+    elif args.mode == "tf.function":
+        dist_step = tf.function(dist_step)
+    losses, times = [], []
+    for step in range(int(step_var.numpy()), args.steps):
+        if step == args.die_at and index == 1:
+            os._exit(3)  # a worker lost mid-training
+        batch = batch_for(step)
+        start = time.perf_counter()
+        losses.append(dist_step(*batch))
+        float(losses[-1])  # timed to the step's end (the graph's too)
+        times.append(time.perf_counter() - start)
+        step_var.assign_add(1)
+        if (step + 1) % args.every == 0:
+            manager.save()
+    result = {"index": index, "losses": [float(v) for v in losses],
+              "weights": [v.numpy().tolist() for v in model.weights],
+              "ms": 1e3 * sorted(times[4:] or times)[len(times[4:] or times) // 2]}
+    if hasattr(dist_step, "stats"):
+        result["stats"] = {k: v for k, v in dist_step.stats().items()
+                           if k in ("calls", "graph_calls", "eager_calls", "fallbacks")}
+    with open(args.out, "w") as f:
+        json.dump(result, f)
+    return result
+
+
+# the launcher -----------------------------------------------------------------------
+def free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def launch(n: int, mode: str, workdir: str, args, restore: bool = False,
+           die_at: int = -1, tag: str = "") -> list[dict]:
+    """Run `n` workers to their end; each one's result, or {"error": ...} for one that
+    failed (its exit status and the last line it wrote to stderr)."""
+    ports = free_ports(n)
+    cluster = {"worker": [f"localhost:{p}" for p in ports]}
+    procs = []
+    for i in range(n):
+        env = dict(os.environ, TF_CONFIG=json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": i}}))
+        out = os.path.join(workdir, f"{mode}{tag}-{i}.json")
+        if os.path.exists(out):
+            os.remove(out)
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--mode", mode,
+               "--steps", str(args.steps), "--every", str(args.every), "--out", out,
+               "--ckpt", os.path.join(workdir, f"ckpt-{mode}{tag}"), "--die-at", str(die_at),
+               "--timeout", str(args.timeout)] + (["--restore"] if restore else [])
+        procs.append((subprocess.Popen(cmd, env=env, cwd=workdir, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True), out))
+    results, deadline = [], time.monotonic() + args.timeout + 240
+    for proc, out in procs:
+        try:
+            _, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+            results.append({"error": "did not end in time (killed)"})
+            continue
+        if proc.returncode == 0:
+            with open(out) as f:
+                results.append(json.load(f))
+        else:
+            lines = [line for line in err.splitlines() if "Error" in line.split(":")[0]]
+            results.append({"error": f"exit {proc.returncode}: " + (lines[-1] if lines else "")})
+    return results
+
+
+def agree(results: list[dict]) -> bool:
+    return all("error" not in r for r in results) and all(
+        r["weights"] == results[0]["weights"] for r in results)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--every", type=int, default=4)
+    parser.add_argument("--mode", choices=["eager", "tf.function", "gpe", "both"],
+                        default="both")
+    parser.add_argument("--die-at", type=int, default=-1)
+    parser.add_argument("--timeout", type=int, default=30)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--restore", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--ckpt", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args)
+        return 0
+    return run_launcher(args)
+
+
+def run_launcher(args) -> int:
+    workdir = tempfile.mkdtemp(prefix="gpe-multiworker-")
+    modes = ["eager", "gpe"] if args.mode == "both" else [args.mode]
+    runs, ok = {}, True
+    for mode in modes:
+        results = launch(args.workers, mode, workdir, args, die_at=args.die_at)
+        if args.die_at >= 0:
+            errors = [r.get("error", "no error") for r in results]
+            print(f"{mode}: worker 1 killed at step {args.die_at}:", errors)
+            ok &= all("error" in r for r in results)
+            results = launch(args.workers, mode, workdir, args, restore=True)
+            print(f"{mode}: restarted from the last checkpoint")
+        print(f"{mode}: workers agree: {agree(results)};",
+              [r.get("error") or r.get("stats") for r in results],
+              "ms/step (median, worker 0):", results[0].get("ms"))
+        ok &= agree(results)
+        runs[mode] = results
+    if args.die_at >= 0 and ok:  # the same weights as an uninterrupted run
+        whole = launch(args.workers, modes[0], workdir, args, tag="-whole")
+        same = agree(whole) and whole[0]["weights"] == runs[modes[0]][0]["weights"]
+        print("restarted run ends at the uninterrupted run's weights:", same)
+        ok &= same
+    if len(modes) == 2 and ok:
+        same = runs["gpe"][0]["weights"] == runs["eager"][0]["weights"] and (
+            args.die_at >= 0 or runs["gpe"][0]["losses"] == runs["eager"][0]["losses"])
+        print("gpe equals eager (losses and final weights):", same)
+        ok &= same
+    print("OK" if ok else "FAILED", "workdir", workdir)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

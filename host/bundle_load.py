@@ -1,0 +1,250 @@
+"""Run a bundle's functions in the program's one session: no slicing, no tracing.
+
+`install(sliced, bundle, name)` gives a SlicedFunction the variant a bundle entry holds:
+its plan, its channel specs, its generated host code, and for its TF part a
+`BundledFunction`, which the sink calls by name. The entry binds what its TF part
+captured by name in the program's own modules (see bundle_export): the module the index
+names is imported, each captured variable or tensor is looked up there and checked
+(kind, dtype, shape), and the key the variant runs under guards the captured objects'
+identities (and Python numbers' values) as a sliced variant's key does. So the bundle's
+functions use the program's variables, shared with its eager code.
+
+FunctionDefs are added to the eager context only when the sink first runs the part that
+calls them (`registered` lists them): a program calling 2 functions of a bundle of 50
+registers those 2 and their callees.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+import os
+import sys
+import warnings
+from typing import Any
+
+import gast
+import tensorflow as tf
+from tensorflow.core.function.polymorphism import function_type as function_type_lib
+from tensorflow.python.eager import context
+from tensorflow.python.eager.polymorphic_function import atomic_function
+from tensorflow.python.framework import ops
+
+from gpe.host.bundle_export import module_hash, synthetic
+from gpe.host.call import Runtime
+from gpe.host.loader import load
+from gpe.host.signature import resolve
+from gpe.host.stats import GpeWarning
+from gpe.host.variant import Variant
+from gpe.tfprog import bundle_codec as codec
+from gpe.tfprog.bundle import Bundle, BundleError, read, reachable
+from gpe.tfprog.part import Part
+
+log = logging.getLogger("gpe")
+
+registered: list[str] = []  # FunctionDef names added to the eager context, in order
+
+
+class Stale(Exception):
+    """The source a bundle entry was extracted from has changed."""
+
+
+class BundledFunction:
+    """A bundle's FunctionDef where a Part holds a ConcreteFunction: called (inside the
+    sink's trace) with the part's queue handles, it adds its FunctionDef and callees to
+    the eager context (once) and to the sink's graph library, and calls it by name with
+    them and the captured values, as a ConcreteFunction's call in a graph does (so
+    TensorFlow inlines and optimises it into the sink as it does a traced part)."""
+
+    def __init__(self, bundle: Bundle, name: str, captured: list, variables: list):
+        self.bundle, self.name = bundle, name
+        self.captured, self.variables = captured, variables
+        self.function_def = bundle.library[name]
+
+    def register(self) -> list:
+        """The AtomicFunctions of this function and its callees (callees first), added to
+        the eager context the first time any bundle function reaches them."""
+        out = []
+        for fname in reachable(self.bundle, [self.name]):
+            atomic = _atomics.get(fname)
+            if atomic is None:
+                atomic = _atomics[fname] = atomic_function.from_function_def(
+                    self.bundle.library[fname], function_type_lib.FunctionType([]))
+                registered.append(fname)
+            out.append(atomic)
+        return out
+
+    def __call__(self, *handles):
+        graph = ops.get_default_graph()
+        for atomic in self.register():
+            graph._add_function_recursive(atomic)  # noqa: SLF001 (what a call in a graph does)
+        attrs = context.context().function_call_options.as_attrs()
+        op = atomic_function.partitioned_call_op(
+            name=self.name, args=list(handles) + list(self.captured), is_stateful=True,
+            tout=[tf.int32.as_datatype_enum], config=attrs["config_proto"],
+            executor_type=attrs["executor_type"])
+        return op.outputs[0]
+
+
+# the bundle FunctionDefs in the eager context, by name (held: an AtomicFunction removes
+# its function from the context when it is deleted)
+_atomics: dict[str, Any] = {}
+
+
+def resolve_function(bundle: Bundle, name: str):
+    """The program's function a bundle entry names (its module imported)."""
+    entry = bundle.functions[name]
+    module = _import(bundle, entry["module"])
+    obj: Any = module
+    for part in str(entry["qualname"]).split("."):
+        obj = getattr(obj, part, None)
+    if obj is None or not callable(obj):
+        raise BundleError(bundle.path, "missing-function",
+                          f"{entry['module']} has no function {entry['qualname']}")
+    return obj
+
+
+def _import(bundle: Bundle, name: str):
+    try:
+        return sys.modules.get(name) or importlib.import_module(name)
+    except ImportError as exc:
+        raise BundleError(bundle.path, "missing-module", f"cannot import {name!r}, which "
+                          f"the bundle names ({exc}); put its folder on sys.path") from None
+
+
+def check_sources(bundle: Bundle, name: str) -> None:
+    """Raise Stale when a module the entry was extracted from has changed."""
+    for module, digest in bundle.functions[name].get("sources", {}).items():
+        _import(bundle, module)
+        if module_hash(module) != digest:
+            raise Stale(f"{module} changed since the bundle at {bundle.path} was extracted")
+
+
+def install(sliced, bundle: Bundle, name: str) -> Variant | None:
+    """Give `sliced` the bundle's variant for entry `name`. None when a captured Python
+    number no longer has the value the TF part holds (the call key then differs)."""
+    entry = bundle.functions[name]
+    try:
+        plan = codec.plan_from_json(entry["plan"])
+        specs = codec.specs_from_json(entry["part"]["specs"])
+        layouts = codec.layouts_from_json(entry["part"]["layouts"])
+        tree = None
+        if entry.get("host_lines") is not None:
+            tree = gast.ast_to_gast(codec.with_line_numbers(bundle.host[name],
+                                                            entry["host_lines"]))
+        declared = [tf.TensorSpec(s["shape"], tf.as_dtype(s["dtype"]))
+                    for s in entry["signature"]]
+    except (KeyError, TypeError, ValueError, SyntaxError) as exc:
+        raise BundleError(bundle.path, "corrupted", f"{name}: bad index entry: "
+                          f"{type(exc).__name__}: {exc}") from None
+    fn = sliced.fn
+    plan = dataclasses.replace(plan, filename=fn.__code__.co_filename)
+    captured, variables = _bind(bundle, name, entry["captured"])
+    values = {}
+    for param, spec in zip(sliced.keys.signature.parameters, declared):
+        mask = tuple(d is None for d in spec.shape.as_list())
+        if any(mask):
+            sliced.assumed.relaxed[param] = mask
+        values[param] = synthetic(spec)
+    function = BundledFunction(bundle, entry["function"], captured, variables)
+    part = Part(plan=plan, function=function, specs=specs, layouts=layouts,
+                waits=frozenset(entry["part"]["waits"]), uid=int(entry["part"]["uid"]),
+                nested=[])
+    variant = Variant(sliced, plan, {}, values, sliced.adaptive)
+    variant.part = part
+    variant.host_fn = load(plan.host_source, tree, fn,
+                           {"_gpe_rt": Runtime(variant, sliced.callee)})
+    key = sliced.keys.add_guards(plan.captures, values)
+    if not _guards_hold(bundle, sliced, entry["guards"], values):
+        return None
+    sliced.cache.add(key, variant)
+    sliced.stats_.variants += 1
+    sliced.stats_.built.append(", ".join(f"{s['name']}: {s['dtype']}{tuple(s['shape'])}"
+                                         for s in entry["signature"]) + " (from bundle)")
+    return variant
+
+
+def _guards_hold(bundle: Bundle, sliced, guards: list, values: dict) -> bool:
+    for guard in guards:
+        obj = resolve(guard["path"], values, sliced.keys.lookup)
+        if guard["kind"] == "number":
+            if type(obj).__name__ != guard["type"] or obj != guard["value"]:
+                log.info("%s: %s is %r, the bundle holds %r; sliced from source",
+                         sliced.__qualname__, guard["path"], obj, guard["value"])
+                return False
+            continue
+        kind = type(obj)
+        if f"{kind.__module__}.{kind.__qualname__}" != guard["type"]:
+            raise BundleError(bundle.path, "binding", f"{sliced.__qualname__}: {guard['path']} is a "
+                              f"{kind.__qualname__}, the bundle expects {guard['type']}")
+    return True
+
+
+def _bind(bundle: Bundle, name: str, captured: list) -> tuple[list, list]:
+    """The program's tensors for what the TF part captured, looked up by name."""
+    tensors, variables = [], []
+    for binding in captured:
+        module = _import(bundle, binding["module"])
+        obj = getattr(module, binding["path"], None)
+        where = f"{binding['module']}.{binding['path']}"
+        if binding["kind"] == "module-variable":
+            found = list(getattr(obj, "variables", ()) or ())
+            if len(found) != binding["count"]:
+                raise BundleError(bundle.path, "binding", f"{name}: {where} holds "
+                                  f"{len(found)} variables, the bundle expects "
+                                  f"{binding['count']} (is it built?)")
+            obj = found[binding["index"]]
+            where += f".variables[{binding['index']}]"
+        wanted = tf.Variable if binding["kind"] != "tensor" else tf.Tensor
+        if not isinstance(obj, wanted) or obj.dtype.name != binding["dtype"] or \
+                obj.shape.as_list() != binding["shape"]:
+            raise BundleError(bundle.path, "binding", f"{name}: {where} is not a "
+                              f"{binding['kind']} {binding['dtype']}{binding['shape']}")
+        if isinstance(obj, tf.Variable):
+            variables.append(obj)
+            tensors.append(obj.handle)
+        else:
+            tensors.append(obj)
+    return tensors, variables
+
+
+# a bundle shipped next to a library's module ------------------------------------------
+NEIGHBOUR = "gpe_bundle"  # the folder name: `gpe extract mylib -o mylib/gpe_bundle`
+_neighbours: dict[str, Bundle | None] = {}
+_warned: set[str] = set()
+
+
+def from_neighbour(sliced) -> bool:
+    """At a SlicedFunction's first call: install its variant from the bundle shipped next
+    to its module, if that bundle has it; True if it did. A bundle that is refused, or
+    whose source changed since extraction, is said once (a GpeWarning) and the functions
+    are sliced from source as usual."""
+    file = getattr(sliced.fn, "__globals__", {}).get("__file__")
+    if not file:
+        return False
+    path = os.path.join(os.path.dirname(os.path.abspath(file)), NEIGHBOUR)
+    if path not in _neighbours:
+        _neighbours[path] = None
+        if os.path.isdir(path):
+            try:
+                _neighbours[path] = read(path)
+            except BundleError as exc:
+                _warn_once(path, f"{exc}; its functions are sliced from source")
+    bundle = _neighbours[path]
+    name = f"{sliced.fn.__module__}.{sliced.fn.__qualname__}"
+    if bundle is None or name not in bundle.functions:
+        return False
+    try:
+        check_sources(bundle, name)
+        return install(sliced, bundle, name) is not None
+    except Stale as exc:
+        _warn_once(path, f"gpe: {exc}; its functions are sliced again from source")
+    except BundleError as exc:
+        _warn_once(path, f"{exc}; sliced from source")
+    return False
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, GpeWarning, stacklevel=4)

@@ -1,0 +1,94 @@
+"""When a function is worth slicing, and a progress line for long builds.
+
+Slicing, profiling and building a function costs tens to hundreds of milliseconds; a
+function called a few times never earns that back. A function wrapped by `gpe run` runs
+plainly (timed) until the time its calls have taken eagerly reaches the expected cost of
+building it: the mean cost of the builds made so far in this process (DEFAULT_BUILD_S
+before the first). This is the ski-rental rule: whatever the number of calls turns out to
+be, the time spent is at most about twice that of the better choice made in hindsight (a
+script of many functions each called a few times stays near eager's time; a training step
+is built after its first few dozen milliseconds).
+
+GPE_PAYOFF=0 turns the rule off (build after the profile calls, as `gpe.function` always
+does); GPE_PAYOFF=S (seconds) fixes the expected cost instead of measuring it. A build that
+takes more than PROGRESS_S prints one line on stderr (GPE_PROGRESS=0: none).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+DEFAULT_BUILD_S = 0.1
+PROGRESS_S = 1.0
+
+
+class BuildCosts:
+    """What building functions has cost in this process."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.total_s = 0.0
+        self.builds = 0
+
+    def add(self, seconds: float, built: bool) -> None:
+        """`seconds` spent slicing, building or registering; `built`: one more function's
+        variant was built with it."""
+        with self._lock:
+            self.total_s += seconds
+            self.builds += int(built)
+
+    def expected_s(self) -> float:
+        fixed = setting()
+        if fixed is not None:
+            return fixed
+        with self._lock:
+            return self.total_s / self.builds if self.builds else DEFAULT_BUILD_S
+
+
+def setting() -> float | None:
+    """GPE_PAYOFF as seconds (None: measured)."""
+    value = os.environ.get("GPE_PAYOFF", "").strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def enabled() -> bool:
+    """Whether functions `gpe run` wraps wait until they pay off (GPE_PAYOFF=0: no)."""
+    return setting() != 0.0
+
+
+COSTS = BuildCosts()
+
+
+class Payoff:
+    """One function's eager time while it waits to pay off its build."""
+
+    __slots__ = ("eager_s", "calls", "waiting")
+
+    def __init__(self, waiting: bool):
+        self.eager_s = 0.0
+        self.calls = 0
+        self.waiting = waiting
+
+    def eager_call(self, seconds: float) -> bool:
+        """An eager call took `seconds`; True once the function has paid off (build it).
+        The first call does not count: it carries one-time costs (TF's first runs of its
+        kernels, imports), and a function called once gains nothing from a build."""
+        self.calls += 1
+        if self.calls > 1:
+            self.eager_s += seconds
+        if self.eager_s >= COSTS.expected_s():
+            self.waiting = False
+        return not self.waiting
+
+
+def progress(what: str, qualname: str, where: str, seconds: float) -> None:
+    """One line on stderr for a long build (over PROGRESS_S)."""
+    if seconds > PROGRESS_S and os.environ.get("GPE_PROGRESS", "1") != "0":
+        sys.stderr.write(f"gpe: {what} {qualname} ({where}) took {seconds:.1f} s\n")
+        sys.stderr.flush()

@@ -1,0 +1,110 @@
+"""The adaptive eager-or-sliced choice (host/adaptive.py), driven by a fake clock: the
+verdict follows the medians, has hysteresis, is the same under noise run after run, and
+its message is true."""
+from __future__ import annotations
+
+import random
+
+from gpe.host.adaptive import (BLOCK_CALLS, BLOCKS, MAX_ROUNDS, WARM_CALLS, AdaptiveTimer)
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def drive(sliced_cost, eager_cost, graph_cost=lambda: 0.0, limit=10_000):
+    """Run calls as SlicedFunction does until the timer settles: a sliced call costs the
+    host sliced_cost() and leaves graph_cost() for the fence to wait out. Returns (timer,
+    verdict message or None, calls made each way)."""
+    clock, pending = Clock(), [0.0]
+    timer = AdaptiveTimer(clock=clock)
+
+    def fence():
+        clock.now += pending[0]
+        pending[0] = 0.0
+
+    verdict, counts = None, {"sliced": 0, "eager": 0}
+    for _ in range(limit):
+        if timer.settled:
+            break
+        start = clock.now
+        if timer.timing_eager:
+            clock.now += eager_cost()
+            counts["eager"] += 1
+            verdict = timer.eager_call(start)
+        else:
+            clock.now += sliced_cost()
+            pending[0] += graph_cost()
+            counts["sliced"] += 1
+            timer.sliced_call(start, fence)
+    assert timer.settled
+    return timer, verdict, counts
+
+
+def test_clearly_faster_sliced_stays_sliced_after_one_round():
+    timer, verdict, counts = drive(lambda: 100e-6, lambda: 1000e-6)
+    assert verdict is None and not timer.eager_faster
+    assert counts["eager"] == BLOCKS * BLOCK_CALLS
+    assert counts["sliced"] == WARM_CALLS + BLOCKS * BLOCK_CALLS
+
+
+def test_the_graph_time_waited_for_counts_against_sliced():
+    """Host time alone looks fast; the fence's wait for the graph makes it slower."""
+    timer, verdict, _ = drive(lambda: 50e-6, lambda: 500e-6, graph_cost=lambda: 800e-6)
+    assert timer.eager_faster
+    assert verdict.startswith("eager is faster: 850 us a call sliced, 500 us eagerly")
+
+
+def test_clearly_slower_sliced_runs_eagerly_and_says_so_truly():
+    timer, verdict, counts = drive(lambda: 300e-6, lambda: 100e-6)
+    assert timer.eager_faster and timer.sliced_s > timer.eager_s
+    assert verdict == (f"eager is faster: 300 us a call sliced, 100 us eagerly (medians over "
+                       f"{BLOCKS * BLOCK_CALLS} calls each way)")
+    assert counts["eager"] == BLOCKS * BLOCK_CALLS  # no second round: outside the band
+
+
+def test_a_slightly_faster_sliced_is_measured_again_and_never_called_slower():
+    """The issue's "eager is faster (3143us) than sliced (2956us)": sliced was faster, by
+    less than the margin. Now such a ratio is measured MAX_ROUNDS rounds; at 0.97 it then
+    runs eagerly, with a message that says what was measured (at 0.94, as there, it stays
+    sliced: see the next test)."""
+    timer, verdict, counts = drive(lambda: 3050e-6, lambda: 3143e-6)
+    assert counts["eager"] == MAX_ROUNDS * BLOCKS * BLOCK_CALLS
+    assert timer.eager_faster
+    assert verdict.startswith("sliced is not clearly faster than eager: 3050 us a call sliced, "
+                              "3143 us eagerly")
+    assert "eager is faster" not in verdict
+
+
+def test_inside_the_band_below_the_tie_break_stays_sliced():
+    timer, verdict, counts = drive(lambda: 2956e-6, lambda: 3143e-6)
+    assert counts["eager"] == MAX_ROUNDS * BLOCKS * BLOCK_CALLS
+    assert verdict is None and not timer.eager_faster
+
+
+def test_the_same_verdict_run_after_run_under_noise():
+    """Single calls jitter by up to +-40% and one call in ten stalls 5x (a collection, the
+    OS); the medians of blocks decide the same way for every seed."""
+    def noisy(rng, mean):
+        def cost():
+            value = mean * rng.uniform(0.6, 1.4)
+            return value * 5 if rng.random() < 0.1 else value
+        return cost
+
+    for sliced_mean, eager_mean, eager_wins in ((600e-6, 1000e-6, False),
+                                                (1000e-6, 700e-6, True)):
+        verdicts = set()
+        for seed in range(30):
+            rng = random.Random(seed)
+            timer, _, _ = drive(noisy(rng, sliced_mean), noisy(rng, eager_mean))
+            verdicts.add(timer.eager_faster)
+        assert verdicts == {eager_wins}, (sliced_mean, eager_mean, verdicts)
+
+
+def test_a_disabled_timer_is_settled_and_sliced():
+    timer = AdaptiveTimer(enabled=False)
+    assert timer.settled and not timer.timing_eager and not timer.eager_faster

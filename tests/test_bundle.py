@@ -1,0 +1,455 @@
+"""Bundles: `gpe extract`, `gpe.load`, a bundle shipped next to its module, `gpe inspect`,
+the TensorBoard export, and every refusal (each with the bad file made here).
+
+One extraction (a subprocess, as a user runs it) of a generated package `blib` (52
+functions with declared types, and some that must be skipped) serves the tests; programs
+that load it run in fresh subprocesses, so that what they register and trace is theirs.
+"""
+import glob
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import tensorflow as tf
+
+import gpe
+from gpe.cli import main as cli
+from gpe.host import bundle_load
+from gpe.tfprog import bundle as bundles
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+N = 50
+
+HELPERS = """
+import tensorflow as tf
+SCALE = tf.constant(1.5)
+
+def act(x):
+    return tf.nn.relu(x) * SCALE
+"""
+
+MANY_HEAD = """
+import tensorflow as tf
+import gpe
+from blib.helpers import act
+
+W = tf.Variable(tf.reshape(tf.range(16, dtype=tf.float32), [4, 4]) / 10 - 0.5, name="W")
+V = tf.Variable(tf.zeros([4]), name="V")
+S = tf.TensorSpec([None, 4], tf.float32)
+log = []
+
+
+def _mix(x, k):
+    return tf.matmul(x, W) * k
+
+
+@gpe.function(input_signature=[S, tf.TensorSpec([], tf.float32)], adaptive=False)
+def update(x, lr):
+    V.assign_add(lr * tf.reduce_mean(x, axis=0))
+    log.append("update")
+    print("update called")
+    return tf.reduce_sum(act(_mix(x, 2.0)) + V)
+
+
+def annotated(x: S, y: S):
+    return tf.reduce_sum(x * y) + tf.reduce_sum(W)
+
+
+@gpe.function(input_signature=[S], adaptive=False)
+def noisy(x):
+    n = len(log)
+    return x * n
+
+
+RATE = 0.5
+
+
+@gpe.function(input_signature=[S], adaptive=False)
+def scaled(x):
+    return x * RATE
+
+
+@gpe.function(input_signature=[S], adaptive=False)
+def branchy(x):
+    if float(tf.reduce_sum(x)) > 0:
+        log.append("positive")
+        y = x * 2.0
+    else:
+        log.append("not positive")
+        y = x - 1.0
+    return y
+
+
+@gpe.function(input_signature=[S])
+def plain(x):
+    return 3
+
+
+def undeclared(x):
+    return x + 1.0
+
+
+if __name__ == "__main__":
+    open(MARKER, "w").write("the module's script code ran")
+"""
+
+MANY_FN = """
+@gpe.function(input_signature=[S], adaptive=False)
+def f{i}(x):
+    return act(_mix(x, {k})) + V
+"""
+
+
+def run(args, cwd, timeout=240):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+def write_package(folder, marker):
+    pkg = os.path.join(folder, "blib")
+    os.makedirs(pkg)
+    open(os.path.join(pkg, "__init__.py"), "w").close()
+    with open(os.path.join(pkg, "helpers.py"), "w") as f:
+        f.write(textwrap.dedent(HELPERS))
+    with open(os.path.join(pkg, "many.py"), "w") as f:
+        f.write(f"MARKER = {marker!r}\n" + textwrap.dedent(MANY_HEAD))
+        for i in range(N):
+            f.write(textwrap.dedent(MANY_FN.format(i=i, k=f"{1 + i / 10}")))
+    with open(os.path.join(pkg, "broken.py"), "w") as f:
+        f.write("import no_such_module_anywhere\n")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """(folder, bundle path, extraction's stderr): blib extracted to blib/gpe_bundle."""
+    folder = str(tmp_path_factory.mktemp("bundle"))
+    marker = os.path.join(folder, "MAIN_RAN")
+    write_package(folder, marker)
+    out = os.path.join(folder, "blib", "gpe_bundle")
+    done = run([sys.executable, "-m", "gpe.cli", "extract", "blib", "-o", out,
+                "--tensorboard", os.path.join(folder, "tb")], folder, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder, out, done.stderr
+
+
+def test_extract_reports_progress_and_skips_and_runs_no_script_code(built):
+    folder, out, stderr = built
+    total = N + 9  # the generated ones and the 9 above (_mix, act: no declared types)
+    assert "[1/" in stderr and f"[{total}/{total}]" in stderr
+    index = json.load(open(os.path.join(out, "index.json")))
+    assert set(index["functions"]) == {f"blib.many.f{i}" for i in range(N)} | {
+        "blib.many.update", "blib.many.annotated", "blib.many.branchy", "blib.many.scaled"}
+    skipped = index["skipped"]
+    assert "no declared argument types" in skipped["blib.many.undeclared"]
+    assert "no declared argument types" in skipped["blib.many._mix"]
+    assert "no declared argument types" in skipped["blib.helpers.act"]
+    assert "no TF work" in skipped["blib.many.plain"]
+    assert skipped["blib.many.noisy"].startswith("a value the host computes crosses into the "
+                                                 "TF part at line")
+    for name, why in skipped.items():
+        assert f"{name} ... skipped: {why}" in stderr
+    assert f"wrote {out}: {N + 4} functions" in stderr
+    assert not os.path.exists(os.path.join(folder, "MAIN_RAN"))
+    assert "blib.broken ... skipped: the module does not import: ModuleNotFoundError" in stderr
+
+
+def test_inspect_prints_the_index(built, capsys):
+    _, out, _ = built
+    assert cli(["inspect", out]) == 0
+    text = capsys.readouterr().out
+    assert "blib.many.update(x: float32[?, 4], lr: float32[])" in text
+    assert "channel 0: entry lr, x (line" in text
+    assert "captures variable blib.many.V float32[4]" in text
+    assert "captures tensor blib.helpers.SCALE float32[]" in text
+    assert "MatMul x1" in text and "AssignAddVariableOp x1" in text
+    assert "bytes with its callees" in text and "library.pb (" in text
+    assert "skipped blib.many.noisy:" in text
+
+
+def test_inspect_of_a_missing_bundle_is_one_line(tmp_path, capsys):
+    assert cli(["inspect", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("gpe: bundle")
+
+
+def test_tensorboard_event_files_hold_the_graphs(built):
+    folder, _, _ = built
+    runs = sorted(os.listdir(os.path.join(folder, "tb")))
+    assert len(runs) == N + 4
+    events = glob.glob(os.path.join(folder, "tb", "blib.many.update", "events.out.tfevents.*"))
+    assert len(events) == 1
+    graphs = []
+    for event in tf.compat.v1.train.summary_iterator(events[0]):
+        if event.graph_def:
+            graph = tf.compat.v1.GraphDef()
+            graph.ParseFromString(event.graph_def)
+            graphs.append(graph)
+    assert len(graphs) == 1
+    ops = {node.op for node in graphs[0].node}
+    assert {"AssignAddVariableOp", "QueueDequeueV2", "QueueEnqueueV2"} <= ops
+    assert graphs[0].library.function  # the callees (act, _mix) are in its library
+
+
+CLIENT = """
+import contextlib, io, json, sys
+import numpy as np
+import tensorflow as tf
+import gpe
+from gpe.host import builder, bundle_load, variant
+from gpe.host.opcount import eager_ops, user_ops
+from tensorflow.python.eager import context
+from tensorflow.python.framework import func_graph
+
+counts = {"slice": 0, "build_part": 0, "traced": []}
+def counting(name, fn):
+    def wrapper(*args, **kwargs):
+        counts[name] += 1
+        return fn(*args, **kwargs)
+    return wrapper
+builder.slice_function = counting("slice", builder.slice_function)
+variant.build_part = counting("build_part", variant.build_part)
+original_trace = func_graph.func_graph_from_py_func
+def trace(name, *args, **kwargs):
+    counts["traced"].append(str(name))
+    return original_trace(name, *args, **kwargs)
+func_graph.func_graph_from_py_func = trace
+
+from blib import many
+x = tf.reshape(tf.range(12, dtype=tf.float32), [3, 4]) / 7 - 0.5
+lr = tf.constant(0.25)
+calls = [("f3", (x,)), ("update", (x, lr)), ("f3", (x[:2],)), ("update", (x[1:], lr)),
+         ("f3", (x,))]
+variables = [many.W, many.V]
+initial = [v.numpy() for v in variables]
+
+def go(table):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        results = [table[name](*args) for name, args in calls]
+    return [np.asarray(r).tolist() for r in results], out.getvalue()
+
+eager = go({"f3": many.f3.fn, "update": many.update.fn})
+eager_state = [v.numpy().tolist() for v in variables], list(many.log)
+for v, value in zip(variables, initial):
+    v.assign(value)
+many.log.clear()
+
+lib = gpe.load(sys.argv[1])
+with eager_ops() as ops:
+    sliced = go({"f3": lib.f3, "update": lib["blib.many.update"]})
+state = [v.numpy().tolist() for v in variables], list(many.log)
+bundle = lib.bundle
+wanted = [bundle.functions["blib.many." + n]["function"] for n in ("f3", "update")]
+expected = bundle_load.reachable(bundle, wanted)
+print(json.dumps({
+    "same": eager == sliced and eager_state == state, "eager": eager, "sliced": sliced,
+    "stats": [lib.f3.stats(), lib.update.stats()], "slice": counts["slice"],
+    "build_part": counts["build_part"], "traced": counts["traced"],
+    "registered": sorted(bundle_load.registered), "expected": sorted(expected),
+    "in_context": sorted(n for n in bundle.library if context.context().has_function(n)),
+    "library": len(bundle.library), "host_ops": dict(user_ops(ops)),
+    "is_module_function": lib.update is many.update}))
+"""
+
+
+def test_load_runs_in_the_graph_as_eager_without_slicing(built):
+    folder, out, _ = built
+    script = os.path.join(folder, "client.py")
+    with open(script, "w") as f:
+        f.write(CLIENT)
+    done = run([sys.executable, script, out], folder)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["same"], (report["eager"], report["sliced"])
+    assert "update called" in report["sliced"][1]
+    assert report["slice"] == 0 and report["build_part"] == 0
+    # what is traced is the sink program (its loop, its dispatch), none of blib's functions
+    sink = ("gpe_sink", "while_cond_", "while_body_", "while_indexed_case_branch")
+    assert all(name.startswith(sink) for name in report["traced"]), " ".join(report["traced"])
+    for stats in report["stats"]:  # every call ran in the graph, none was profiled
+        assert stats["graph_calls"] == stats["calls"] > 0 and stats["profile_calls"] == 0
+        assert stats["eager_calls"] == 0
+    assert not {"MatMul", "Relu", "AssignAddVariableOp"} & set(report["host_ops"])
+    # of N + 2 functions, the two called and their callees are registered, nothing else
+    assert report["registered"] == report["expected"] == report["in_context"]
+    assert 2 < len(report["registered"]) <= 6 < report["library"]
+    assert report["is_module_function"]
+
+
+NEIGHBOUR = """
+import sys, warnings
+import numpy as np
+import tensorflow as tf
+import gpe
+warnings.simplefilter("always")
+from blib import many
+x = tf.reshape(tf.range(12, dtype=tf.float32), [3, 4]) / 7 - 0.5
+with warnings.catch_warnings(record=True) as caught:
+    out = [np.asarray(many.f1(x)).tolist() for _ in range(5)]
+    out += [np.asarray(many.f2(x)).tolist() for _ in range(5)]
+    out += [np.asarray(many.branchy(v)).tolist() for v in (x, -x, -x, x)]
+sliced_log = list(many.log)
+many.log.clear()
+eager = [np.asarray(many.f1.fn(x)).tolist()] * 5 + [np.asarray(many.f2.fn(x)).tolist()] * 5
+eager += [np.asarray(many.branchy.fn(v)).tolist() for v in (x, -x, -x, x)]
+print("same", out == eager and sliced_log == many.log, many.log)
+print("branchy", many.branchy.stats()["profile_calls"], many.branchy.stats()["graph_calls"])
+# calls the bundle's variant does not take run as any gpe call (profiled, sliced from source)
+x64 = tf.cast(x, tf.float64)
+other = [np.asarray(many.branchy(v)).tolist() for v in (x64, -x64, x64, x64, -x64)]
+other += [np.asarray(many.scaled(x)).tolist()]
+many.RATE = 2.0  # a global number: sent with the arguments, each call
+other += [np.asarray(many.scaled(x)).tolist() for _ in range(5)]
+many.RATE = 0.5
+many.log.clear()
+expected = [np.asarray(many.branchy.fn(v)).tolist() for v in (x64, -x64, x64, x64, -x64)]
+expected += [np.asarray(many.scaled.fn(x)).tolist()]
+many.RATE = 2.0
+expected += [np.asarray(many.scaled.fn(x)).tolist()] * 5
+many.RATE = 0.5
+b, c = many.branchy.stats(), many.scaled.stats()
+print("other", other == expected, b["profile_calls"], b["variants"], c["profile_calls"],
+      c["graph_calls"], c["variants"])
+print("stats", many.f1.stats()["profile_calls"], many.f1.stats()["graph_calls"],
+      many.f1.stats()["variants_built"])
+print("warnings", [str(w.message) for w in caught if issubclass(w.category, gpe.GpeWarning)])
+try:
+    gpe.load(sys.argv[1])
+    print("loaded")
+except gpe.BundleError as exc:
+    print("refused", exc.kind, exc)
+"""
+
+
+def test_bundle_next_to_the_module_is_used_until_its_source_changes(built, tmp_path):
+    folder, _, _ = built
+    shutil.copytree(os.path.join(folder, "blib"), tmp_path / "blib")
+    script = tmp_path / "neighbour.py"
+    script.write_text(NEIGHBOUR)
+    bundle = str(tmp_path / "blib" / "gpe_bundle")
+    fresh = run([sys.executable, str(script), bundle], tmp_path)
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    assert "same True ['positive', 'not positive', 'not positive', 'positive']" in fresh.stdout
+    assert "stats 0 5 ['x: float32(None, 4) (from bundle)']" in fresh.stdout
+    assert "branchy 0 4" in fresh.stdout  # the host decides the branch: in the graph too
+    # float64: 3 profile calls, a second variant; RATE is sent with the arguments, so the
+    # bundle's variant runs every call of scaled, whatever RATE is
+    assert "other True 3 2 0 6 1" in fresh.stdout
+    assert "warnings []" in fresh.stdout and "loaded" in fresh.stdout
+
+    many = tmp_path / "blib" / "many.py"
+    many.write_text(many.read_text().replace("def _mix(x, k):", "def _mix(x, k):  # edited"))
+    stale = run([sys.executable, str(script), bundle], tmp_path)
+    assert stale.returncode == 0, stale.stderr[-3000:]
+    assert "same True" in stale.stdout
+    assert "stats 3 2 ['x: tensor float32(3, 4)']" in stale.stdout  # sliced from source
+    warned = [line for line in stale.stdout.splitlines() if line.startswith("warnings")][0]
+    assert warned.count("changed since the bundle") == 1, warned  # said once, for f1 and f2
+    assert "refused source-changed" in stale.stdout and "blib.many changed" in stale.stdout
+
+
+# refusals ------------------------------------------------------------------------------
+def rewrite(path, rel, data: bytes, fix_index=True):
+    with open(os.path.join(path, rel), "wb") as f:
+        f.write(data)
+    if fix_index:  # the index agrees with the file: the check must look inside it
+        index = json.load(open(os.path.join(path, "index.json")))
+        index["files"][rel] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+        json.dump(index, open(os.path.join(path, "index.json"), "w"))
+
+
+def edit_index(path, change):
+    index = json.load(open(os.path.join(path, "index.json")))
+    change(index)
+    json.dump(index, open(os.path.join(path, "index.json"), "w"))
+
+
+def edit_library(path, change):
+    library = bundles.function_pb2.FunctionDefLibrary()
+    library.ParseFromString(open(os.path.join(path, "library.pb"), "rb").read())
+    change(library)
+    rewrite(path, "library.pb", library.SerializeToString())
+
+
+def first_node(library, op):
+    return next(n for f in library.function for n in f.node_def if n.op == op)
+
+
+def add_node(library, op):
+    node = library.function[0].node_def.add()
+    node.name, node.op = "extra", op
+
+
+CORRUPTIONS = {
+    "truncated": ("corrupted", "truncated or altered", lambda p: rewrite(
+        p, "library.pb", open(os.path.join(p, "library.pb"), "rb").read()[:-100], False)),
+    "altered": ("corrupted", "SHA-256", lambda p: rewrite(
+        p, "library.pb", b"\x00" * os.path.getsize(os.path.join(p, "library.pb")), False)),
+    "garbage-library": ("corrupted", "does not parse", lambda p: rewrite(
+        p, "library.pb", b"\xff\xfe\xfd" * 40)),
+    "index-json": ("corrupted", "not valid JSON", lambda p: rewrite(
+        p, "index.json", open(os.path.join(p, "index.json"), "rb").read()[:200], False)),
+    "schema": ("schema", "schema 2", lambda p: edit_index(
+        p, lambda i: i.update(schema=2))),
+    "tensorflow": ("tensorflow-version", "TensorFlow 2.0.0", lambda p: edit_index(
+        p, lambda i: i.update(tensorflow="2.0.0"))),
+    "unknown-op": ("unknown-op", "MatMulFromTheFuture", lambda p: edit_library(
+        p, lambda lib: setattr(first_node(lib, "MatMul"), "op", "MatMulFromTheFuture"))),
+    "read-file": ("unsafe-op", "ReadFile", lambda p: edit_library(
+        p, lambda lib: add_node(lib, "ReadFile"))),
+    "write-file": ("unsafe-op", "WriteFile", lambda p: edit_library(
+        p, lambda lib: add_node(lib, "WriteFile"))),
+    "py-func": ("unsafe-op", "EagerPyFunc", lambda p: edit_library(
+        p, lambda lib: add_node(lib, "EagerPyFunc"))),
+    "host-code": ("corrupted", "not gpe's generated host code", lambda p: rewrite(
+        p, "host/0.py", open(os.path.join(p, "host/0.py"), "rb").read()
+        + b"\nimport os\nos.system('echo owned')\n")),
+    "host-missing": ("corrupted", "host/1.py is missing", lambda p: os.remove(
+        os.path.join(p, "host/1.py"))),
+    "unknown-function": ("corrupted", "not in library.pb", lambda p: edit_index(
+        p, lambda i: next(iter(i["functions"].values())).update(function="nope"))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CORRUPTIONS))
+def test_a_bad_bundle_is_refused_with_why(built, tmp_path, case):
+    _, out, _ = built
+    kind, words, corrupt = CORRUPTIONS[case]
+    copy = str(tmp_path / "bundle")
+    shutil.copytree(out, copy)
+    corrupt(copy)
+    before = list(bundle_load.registered)
+    with pytest.raises(gpe.BundleError) as refused:
+        gpe.load(copy)
+    assert refused.value.kind == kind
+    assert words in str(refused.value) and copy in str(refused.value)
+    assert bundle_load.registered == before  # nothing registered, nothing imported
+    assert "blib" not in sys.modules
+
+
+def test_unsafe_ops_load_when_allowed_by_name(built, tmp_path):
+    _, out, _ = built
+    copy = str(tmp_path / "bundle")
+    shutil.copytree(out, copy)
+    edit_library(copy, lambda lib: add_node(lib, "ReadFile"))
+    with pytest.raises(gpe.BundleError, match="ReadFile"):
+        bundles.read(copy)
+    assert bundles.read(copy, allow_ops={"ReadFile"}).functions  # passes the checks
+
+
+def test_example_library_extracts_and_its_client_matches_eager(tmp_path):
+    out = str(tmp_path / "mylib_bundle")
+    done = run([sys.executable, "-m", "gpe.cli", "extract",
+                os.path.join(ROOT, "examples", "mylib"), "-o", out], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "mylib.model.train_step ... ok" in done.stderr
+    client = run([sys.executable, os.path.join(ROOT, "examples", "mylib_client.py"), out],
+                 tmp_path)
+    assert client.returncode == 0, client.stdout + client.stderr[-3000:]
+    assert "same as eager: True" in client.stdout
+    assert "0 profiled" in client.stdout

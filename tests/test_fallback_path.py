@@ -1,0 +1,60 @@
+"""Where gpe falls back, calls take the short way to the user's function: a signature
+refused for good goes straight to it (counted in `refused_calls`), without slicing,
+profiling or building again. Counts, not times (tests/bench_fallback.py times them)."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import tensorflow as tf
+
+import gpe
+from harness import check
+
+X = tf.ones([4, 8])
+Y = tf.ones([4, 8]) * 0.5
+
+
+@pytest.mark.timeout(300)
+def test_a_refused_signature_goes_straight_to_the_function(monkeypatch):
+    """A tensor made by host code inside a TF `with` block cannot cross into it: the key is
+    refused when its variant is built; every later call with it takes the fast path."""
+    def make(log):
+        w = tf.Variable(tf.ones([8, 8]) * 0.1)
+
+        def scale():
+            log.append("scale")
+            return w[0, 0] * 1.5
+
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                s = scale()
+                loss = tf.reduce_sum(tf.matmul(x, w) * y) * s
+            w.assign_sub(0.01 * tape.gradient(loss, w))
+            return loss
+        return step, {"w": w}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        under = check(make, [(X, Y)] * 10, graph_calls=0,
+                      host_ops_allowed=frozenset({"ReadVariableOp", "Mul", "MatMul", "Sum",
+                                                  "OnesLike", "AssignSubVariableOp", "Identity",
+                                                  "StridedSlice", "Tile", "Reshape", "AddN",
+                                                  "BroadcastTo", "Shape", "Const",
+                                                  "BroadcastGradientArgs", "AddV2"}))
+    sliced = under.target
+    stats = sliced.stats()
+    assert any("cannot cross into it" in r for r in stats["fallbacks"]), stats
+    profiled = stats["profile_calls"]
+    assert stats["refused_calls"] == 10 - profiled, stats  # every call after the refusal
+
+    # and nothing is sliced, profiled or built for it again
+    def fail(*args, **kwargs):
+        raise AssertionError("sliced again")
+    monkeypatch.setattr(sliced.builder, "plan", fail)
+    monkeypatch.setattr(sliced.builder, "profile", fail)
+    for _ in range(5):
+        sliced(X, Y)
+    after = sliced.stats()
+    assert after["refused_calls"] == stats["refused_calls"] + 5
+    assert after["profile_calls"] == profiled and after["graph_calls"] == 0

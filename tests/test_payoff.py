@@ -1,0 +1,80 @@
+"""A function `gpe run` wraps is built only once its calls have paid for it
+(host/payoff.py): counts of calls taken each way, with the expected build cost fixed
+through GPE_PAYOFF (conftest.py sets 0, build at once, for the other tests)."""
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+
+from gpe.host import payoff
+from gpe.host.function import SlicedFunction
+
+X = tf.ones([4, 8])
+
+
+def step(x):
+    return tf.reduce_sum(tf.tanh(x) * 2.0)
+
+
+def test_the_rule_counts_eager_time_after_the_first_call(monkeypatch):
+    monkeypatch.setenv("GPE_PAYOFF", "0.05")
+    p = payoff.Payoff(waiting=True)
+    assert not p.eager_call(10.0)   # the first call (one-time costs) does not count
+    assert not p.eager_call(0.02) and not p.eager_call(0.02)
+    assert p.eager_call(0.02) and not p.waiting  # 0.06 s >= 0.05 s: build it
+
+
+def test_the_measured_cost_is_the_mean_of_the_builds(monkeypatch):
+    monkeypatch.delenv("GPE_PAYOFF", raising=False)
+    costs = payoff.BuildCosts()
+    assert costs.expected_s() == payoff.DEFAULT_BUILD_S
+    costs.add(0.3, built=False)  # slicing
+    costs.add(0.1, built=True)   # building
+    costs.add(0.2, built=True)
+    assert costs.expected_s() == pytest.approx(0.3)
+    monkeypatch.setenv("GPE_PAYOFF", "0")
+    assert not payoff.enabled()
+
+
+@pytest.mark.timeout(300)
+def test_a_function_called_less_than_its_build_costs_is_never_sliced(monkeypatch):
+    monkeypatch.setenv("GPE_PAYOFF", "1000")  # seconds: never paid off here
+    sliced = SlicedFunction(step, auto=True, payoff=True)
+
+    def fail(*args, **kwargs):
+        raise AssertionError("sliced before it paid off")
+    monkeypatch.setattr(sliced.builder, "plan", fail)
+    for _ in range(8):
+        assert float(sliced(X)) == float(step(X))
+    stats = sliced.stats()
+    assert stats["unpaid_calls"] == 8 and stats["eager_calls"] == 8
+    assert stats["graph_calls"] == 0 and stats["profile_calls"] == 0 and not stats["fallbacks"]
+
+
+@pytest.mark.timeout(300)
+def test_a_function_that_has_paid_off_is_profiled_built_and_sliced(monkeypatch):
+    monkeypatch.setenv("GPE_PAYOFF", "1e-9")  # paid off by its second call
+    sliced = SlicedFunction(step, auto=True, payoff=True, adaptive=False)
+    results = [float(sliced(X)) for _ in range(8)]
+    assert results == [float(step(X))] * 8
+    stats = sliced.stats()
+    assert stats["unpaid_calls"] == 2       # the first (not counted) and the second
+    assert stats["profile_calls"] == 3      # then profiled as usual
+    assert stats["graph_calls"] == 3 and stats["variants"] == 1
+
+
+def test_gpe_function_builds_at_once_whatever_the_setting(monkeypatch):
+    monkeypatch.setenv("GPE_PAYOFF", "1000")
+    sliced = SlicedFunction(step)  # as gpe.function makes it
+    assert not sliced.payoff.waiting
+
+
+def test_a_long_build_prints_one_progress_line(monkeypatch, capsys):
+    monkeypatch.delenv("GPE_PROGRESS", raising=False)
+    payoff.progress("slicing and building", "train_step", "train.py:3", 0.5)
+    payoff.progress("slicing and building", "train_step", "train.py:3", 2.5)
+    assert capsys.readouterr().err == \
+        "gpe: slicing and building train_step (train.py:3) took 2.5 s\n"
+    monkeypatch.setenv("GPE_PROGRESS", "0")
+    payoff.progress("slicing and building", "train_step", "train.py:3", 2.5)
+    assert capsys.readouterr().err == ""
