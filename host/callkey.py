@@ -26,10 +26,12 @@ class CallKeys:
             p.kind == p.POSITIONAL_OR_KEYWORD for p in params) else ()
         self.guards: tuple[str, ...] = ()  # captured names and paths (union over variants)
         self.last: tuple | None = None     # the key of the variant built last
+        self.calls = 0  # calls bound so far (the clock of Assumptions.note_path_value)
 
     def values(self, args: tuple, kwargs: dict) -> dict:
         """The arguments by parameter name, defaults applied (TypeError if they do not
         bind, as the function would raise)."""
+        self.calls += 1
         if not kwargs and len(args) == len(self._positional):  # the common case, fast
             return dict(zip(self._positional, args))
         bound = self.signature.bind(*args, **kwargs)
@@ -56,7 +58,7 @@ class CallKeys:
     def missed(self, key: tuple, values: dict) -> str:
         """Why `key` matched no variant ("expected X, got Y"); numbers on objects that keep
         changing stop being guarded (they are sent from now on)."""
-        reason = self.assumed.miss(self.last, key, list(values), self.guards)
+        reason = self.assumed.miss(self.last, key, list(values), self.guards, self.calls)
         dynamic = self.assumed.dynamic_paths
         self.guards = tuple(g for g in self.guards if g not in dynamic)
         return reason
@@ -67,7 +69,7 @@ class CallKeys:
         for guard in self.guards:
             value = guard_value(signature.resolve(guard, values, self.lookup))
             if isinstance(value, tuple):
-                self.assumed.note_path_value(guard, value)
+                self.assumed.note_path_value(guard, value, self.calls)
         self.last = self.key(values)
         return self.last
 

@@ -189,11 +189,11 @@ def _all_tf_below(layer: Any) -> bool:
     for sub in layer._flatten_layers(include_self=True, recursive=True):
         if _keras_own(sub):
             continue
-        if not sub.built:
+        cls = type(sub)
+        if not sub.built and not _uncallable(cls):
             if unbuilt.seen is not None:
                 unbuilt.seen.append(sub)
             return False
-        cls = type(sub)
         if _top(getattr(cls.__call__, "__module__", "") or "") != "keras":
             return False
         call = cls.call
@@ -202,3 +202,10 @@ def _all_tf_below(layer: Any) -> bool:
         if kind_of_layer_call(call, sub, classify) is None:
             return False
     return True
+
+
+def _uncallable(cls: type) -> bool:
+    """A user's Keras class that keeps Keras's abstract `call` (a model used only through
+    its own methods, `vae.encode(x)`): calling it never builds it, so `built` stays False;
+    its weights are its sublayers', each judged on its own."""
+    return cls.call is keras.Model.call or cls.call is keras.layers.Layer.call

@@ -29,6 +29,8 @@ log = logging.getLogger("gpe")
 FOLDABLE = (bool, int, float)
 MAX_INT_VALUES = 4   # values of an int argument folded before it is sent
 MAX_PATH_VALUES = 2  # values of a number on an object (a flag, a rate) folded before it is sent
+PATH_WINDOW = 8      # ...counted over this many calls (a rate changed every 10 steps stays folded)
+MAX_PATH_VALUES_EVER = 6  # ...and in all (a value that never repeats: a variant each otherwise)
 MAX_SHAPES = 2       # exact shapes of a tensor argument before its changing dimensions relax
 MAX_UNFOLDS = 2      # times a folded entry value may change before it is sent
 
@@ -41,7 +43,7 @@ class Assumptions:
         self.shapes: dict[str, list] = {}        # a tensor argument's shapes seen
         self.relaxed: dict[str, tuple] = {}      # argument -> dimensions any size may take
         self.exact: set[str] = set()             # arguments whose relaxed variant failed
-        self.path_values: dict[str, set] = {}    # values seen of numbers read by paths
+        self.path_values: dict[str, dict] = {}   # values of numbers read by paths: last call
         self.dynamic_paths: set[str] = set()     # ...that change too often to be folded
         self.fold_failures: dict[str, int] = {}  # entry values that broke their constant
         self.unfolded: set[str] = set()          # entry values never folded again
@@ -113,12 +115,17 @@ class Assumptions:
             del self.relaxed[name]
         return relaxed
 
-    def note_path_value(self, path: str, value: tuple) -> bool:
-        """A Python number read by the TF part when built took `value`; True once it has
-        taken more than MAX_PATH_VALUES (it is sent as a value from then on)."""
-        seen = self.path_values.setdefault(path, set())
-        seen.add(value)
-        if len(seen) > MAX_PATH_VALUES and path not in self.dynamic_paths:
+    def note_path_value(self, path: str, value: tuple, call: int = 0) -> bool:
+        """A Python number read by the TF part when built took `value` at the `call`th
+        call; True once it has taken more than MAX_PATH_VALUES within PATH_WINDOW calls,
+        or MAX_PATH_VALUES_EVER in all (it is sent as a value from then on). A schedule that changes a rate every few
+        dozen steps keeps a folded variant per value; one that changes it every step
+        (a warm-up) is sent."""
+        seen = self.path_values.setdefault(path, {})
+        seen[value] = call
+        recent = {v for v, at in seen.items() if at > call - PATH_WINDOW}
+        if (len(recent) > MAX_PATH_VALUES or len(seen) > MAX_PATH_VALUES_EVER) and \
+                path not in self.dynamic_paths:
             self.dynamic_paths.add(path)
             log.info("%s: %s keeps changing; sent as a value from now on", self.qualname, path)
         return path in self.dynamic_paths
@@ -131,7 +138,8 @@ class Assumptions:
         log.info("%s: %s changed; slicing again%s", self.qualname, name,
                  " (sent as a value from now on)" if count >= MAX_UNFOLDS else "")
 
-    def miss(self, last: tuple, key: tuple, names: list[str], guards: tuple[str, ...]) -> str:
+    def miss(self, last: tuple, key: tuple, names: list[str], guards: tuple[str, ...],
+             call: int = 0) -> str:
         """Why `key` matched no variant: its first difference from `last` (the key of the
         variant built last), as "expected X, got Y"."""
         for i, (old, new) in enumerate(zip(last, key)):
@@ -142,18 +150,32 @@ class Assumptions:
                         f"{signature.text(new)}")
             guard = guards[i - len(names)] if i - len(names) < len(guards) else "?"
             if isinstance(old, tuple) and isinstance(new, tuple):  # Python numbers
-                self.note_path_value(guard, new)
+                self.note_path_value(guard, new, call)
                 return f"{guard}: expected {old[1]!r}, got {new[1]!r}"
             return f"{guard}: expected the object seen when sliced, got another one"
         return "a new argument signature"
 
 
 def guard_value(obj) -> Any:
-    """A captured object's part of the call key: its identity, or for a Python number (read
-    by the TF part as a constant) its type and value."""
+    """A captured object's part of the call key: its identity, for a Python number (read
+    by the TF part as a constant) its type and value, for a list its elements' identities."""
     if type(obj) in FOLDABLE:
         return (type(obj).__name__, obj)
+    if type(obj) in (list, tuple) and len(obj) <= MAX_ITEMS_GUARDED:
+        # a list of variables on an object (`model.variables`): what the TF part reads
+        # is its elements (the list may be the same object with other contents)
+        return Items(tuple(id(v) for v in obj))
     return id(obj)
+
+
+MAX_ITEMS_GUARDED = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class Items:
+    """A captured list's part of the call key: the identities of its elements."""
+
+    ids: tuple
 
 
 def _shape_free(described: tuple) -> tuple:

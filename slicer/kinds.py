@@ -3,9 +3,10 @@
 `resolve(parsed, facts)` walks the function's statements in program order and sets
 `Key.KIND` on every expression node it can see, starting from the argument facts and
 the objects the function's free names refer to. Needs nothing to have run first; run
-it again after a pass that adds statements. A call of a user function on TF values asks
-`callee(fn, arg_kinds, facts)` (the pipeline's callee analysis, slicer/callees.py) whether
-the call is TF work; without a `callee`, such a call stays on the host.
+it again after a pass that adds statements. A call of a user function on TF values (or on
+TF objects: `compute_loss(model, x)`), or of a user method of a TF object (`model.encode(x)`)
+asks `callee(fn, arg_kinds, facts, objects)` (the pipeline's callee analysis,
+slicer/callees.py) whether the call is TF work; without a `callee`, it stays on the host.
 """
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ import gast
 
 from gpe.slicer import anno
 from gpe.slicer.anno import Key
-from gpe.slicer.facts import (CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES, TF_CALLABLES,
-                          STRUCTURAL_BUILTINS,
-                          TF_KINDS, VARIABLE_EFFECT_METHODS, Facts, Kind)
+from gpe.slicer.facts import (CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES,
+                              STRUCTURAL_BUILTINS, TF_KINDS, VARIABLE_EFFECT_METHODS, Facts,
+                              Kind)
+from gpe.slicer.chains import (CAPTURABLE as _CAPTURABLE, bound_names, chain_root,
+                                chain_value, dotted, is_range, mutated_roots, stable,
+                                static_value, stored_names, user_code)
 from gpe.slicer.parser import MISSING, Parsed
 
 _SCALAR_BUILTINS = {"float": Kind.PY_SCALAR, "int": Kind.PY_SCALAR, "bool": Kind.PY_SCALAR}
@@ -27,9 +31,10 @@ _DATA_TYPES = (list, dict, tuple, set, str, bytes, type(None))
 _PLAIN = frozenset({Kind.PY_SCALAR, Kind.HOST_DATA})
 
 
-CalleeKind = Callable[[Any, "list[Kind]", Facts], Optional[Kind]]
-"""`callee(fn, arg_kinds, facts)`: TF_OP or TF_EFFECT_OP for a call of `fn` on arguments of
-those kinds that is all TF work, else None."""
+CalleeKind = Callable[[Any, "list[Kind]", Facts, list], Optional[Kind]]
+"""`callee(fn, arg_kinds, facts, objects)`: TF_OP or TF_EFFECT_OP for a call of `fn` on
+arguments of those kinds (`objects`: per argument, the TF object it is, or MISSING) that is
+all TF work, else None."""
 
 
 def resolve(parsed: Parsed, facts: Facts, callee: CalleeKind | None = None) -> None:
@@ -37,24 +42,12 @@ def resolve(parsed: Parsed, facts: Facts, callee: CalleeKind | None = None) -> N
     _Inferer(parsed, facts, env, callee).block(parsed.node.body)
 
 
-def static_value(node: gast.AST, parsed: Parsed) -> Any:
-    """The object a Name or dotted Attribute chain refers to in the namespace, or MISSING."""
-    if isinstance(node, gast.Name):
-        return parsed.lookup(node.id)
-    if isinstance(node, gast.Attribute):
-        base = static_value(node.value, parsed)
-        if base is MISSING:
-            return MISSING
-        return getattr(base, node.attr, MISSING)
-    return MISSING
-
-
 class _Inferer:
     def __init__(self, parsed: Parsed, facts: Facts, env: dict[str, Kind],
                  callee: CalleeKind | None):
         self.parsed, self.facts, self.env, self.callee = parsed, facts, env, callee
-        self.local_names = _bound_names(parsed.node)
-        self.rebound = _stored_names(parsed.node)  # arguments the function reassigns
+        self.local_names = bound_names(parsed.node)
+        self.rebound = stored_names(parsed.node)  # arguments the function reassigns
         self.mutated = self._mutated_roots()  # objects whose attributes may change here
         self.constants = {n for n, f in facts.args.items()  # names fixed for the call
                           if f.constant and f.kind in (Kind.PY_SCALAR, Kind.HOST_DATA)}
@@ -77,7 +70,7 @@ class _Inferer:
                                 and anno.get(node.value, Key.CONSTANT, False))
         elif isinstance(node, gast.For):
             self.expr(node.iter)
-            counting = _is_range(node.iter) and anno.get(node.iter, Key.CONSTANT, False)
+            counting = is_range(node.iter) and anno.get(node.iter, Key.CONSTANT, False)
             if not counting:
                 self._note_constant(node.target, False)
             self._bind_loop_target(node.target, node.iter)
@@ -107,7 +100,7 @@ class _Inferer:
         through enumerate and zip), else a host value."""
         func = iterable.func.id if isinstance(iterable, gast.Call) and isinstance(
             iterable.func, gast.Name) else None
-        if _is_range(iterable):
+        if is_range(iterable):
             self.bind(target, Kind.PY_SCALAR, None)
         elif func == "enumerate" and len(iterable.args) == 1 and isinstance(
                 target, (gast.Tuple, gast.List)) and len(target.elts) == 2:
@@ -126,7 +119,7 @@ class _Inferer:
                 self._bind_loop_target(elt, arg)
         else:
             kind = anno.get(iterable, Key.KIND)
-            value = static_value(iterable, self.parsed)
+            value = self._value_of(iterable)
             if isinstance(value, (list, tuple)) and value and all(
                     self.classify(v) == Kind.VARIABLE for v in value):
                 self.bind(target, Kind.VARIABLE, None)  # for p in params: p.assign(...)
@@ -135,7 +128,7 @@ class _Inferer:
                                                           Kind.TF_OBJECT) else Kind.HOST, None)
 
     def _mutated_roots(self) -> set[str]:
-        return _mutated_roots(self.parsed.node, self.facts.objects, self.classify)
+        return mutated_roots(self.parsed.node, self.facts.objects, self.classify)
 
     def _note_constant(self, target: gast.AST, constant: bool) -> None:
         names = [n.id for n in gast.walk(target) if isinstance(n, gast.Name)]
@@ -208,7 +201,7 @@ class _Inferer:
         metric, an optimizer): captured by the TF part, the call key guards its identity."""
         value = self.facts.objects[node.id]
         kind = self.classify(value)
-        if kind in (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_OBJECT) and _stable(value):
+        if kind in (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_OBJECT) and stable(value):
             anno.set(node, Key.PATH, node.id)
             return kind
         return Kind.HOST
@@ -219,7 +212,7 @@ class _Inferer:
         env, constants = dict(self.env), set(self.constants)
         gen = node.generators[0]
         self.expr(gen.iter)
-        counting = (len(node.generators) == 1 and not gen.ifs and _is_range(gen.iter)
+        counting = (len(node.generators) == 1 and not gen.ifs and is_range(gen.iter)
                     and anno.get(gen.iter, Key.CONSTANT, False)
                     and isinstance(gen.target, gast.Name))
         self._bind_loop_target(gen.target, gen.iter)
@@ -243,23 +236,28 @@ class _Inferer:
             return Kind.TF_OP  # tape.gradient, tape.watch
         if base == Kind.HOST_DATA:
             return Kind.HOST_FN
-        root = _chain_root(node)
+        root = chain_root(node)
         if root is not None and root.id in self.facts.objects and root.id not in self.rebound:
-            value = _chain_value(node, self.facts.objects[root.id])
+            value = chain_value(node, self.facts.objects[root.id])
             if base in (Kind.TF_OBJECT, Kind.TF_OP, Kind.TF_EFFECT_OP) and isinstance(
                     value, (list, tuple)):
                 return Kind.TF_OBJECT  # self.model.trainable_variables, as above
             kind = self.classify(value)
             if kind == Kind.SLICED_FN:
                 return kind  # self.encode: the call is a nested sliced call
-            if kind in _CAPTURABLE and _stable(value):
-                anno.set(node, Key.PATH, _dotted(node))
+            if kind == Kind.TF_OBJECT and isinstance(value, (list, tuple)):
+                # variables in a list on an object (`model.variables`): read when the TF
+                # part is traced; the call key guards each element's identity
+                anno.set(node, Key.PATH, dotted(node))
+                return kind
+            if kind in _CAPTURABLE and stable(value):
+                anno.set(node, Key.PATH, dotted(node))
                 return kind
             if (type(value) in (bool, int, float) and root.id not in self.mutated
-                    and _dotted(node) not in self.facts.dynamic_paths):
+                    and dotted(node) not in self.facts.dynamic_paths):
                 # a Python number on an object: the TF part reads it when built, as
                 # eager code would see it; the call key guards its value (JANUS folding)
-                anno.set(node, Key.PATH, _dotted(node))
+                anno.set(node, Key.PATH, dotted(node))
                 anno.set(node, Key.CONSTANT, True)
                 return Kind.PY_SCALAR
             if kind in _CAPTURABLE and root is not node.value:
@@ -274,8 +272,8 @@ class _Inferer:
                 # model may not be built yet while the function is being sliced)
                 return Kind.TF_OBJECT
             kind = self.classify(value)
-            if kind in _CAPTURABLE and base != Kind.TF_MODULE and _stable(value):
-                anno.set(node, Key.PATH, _dotted(node))
+            if kind in _CAPTURABLE and base != Kind.TF_MODULE and stable(value):
+                anno.set(node, Key.PATH, dotted(node))
             return kind
         return Kind.HOST
 
@@ -285,7 +283,7 @@ class _Inferer:
             self.expr(arg)
         for keyword in node.keywords:
             self.expr(keyword.value)
-        if fkind == Kind.HOST and not node.keywords and _is_static(node.func, self):
+        if fkind == Kind.HOST and not node.keywords:
             callee_kind = self._callee(node)
             if callee_kind is not None:
                 anno.set(node, Key.CALLEE, True)
@@ -316,11 +314,88 @@ class _Inferer:
                 and getattr(value, "__module__", None) == self.parsed.fn.__module__)
 
     def _callee(self, node: gast.Call) -> Kind | None:
-        """A user function called on TF values whose body is all TF work (see resolve)."""
-        arg_kinds = [anno.get(a, Key.KIND) for a in node.args]
-        if self.callee is None or not any(k in TF_KINDS for k in arg_kinds):
+        """A user function called on TF values or objects whose body is all TF work (see
+        resolve), a user method of an object (`model.encode(x)`), or a call of a user's
+        object with its own `__call__` (`model(x, rate)`): the object is the callee's
+        first argument. What the callee reads from objects it is given becomes the call's
+        CALLEE_READS, in the caller's names (captured and guarded by the caller)."""
+        if self.callee is None:
             return None
-        return self.callee(static_value(node.func, self.parsed), arg_kinds, self.facts)
+        sites = [node.func] + node.args
+        fn = self._value_of(node.func)
+        if inspect.ismethod(fn) and isinstance(node.func, gast.Attribute):
+            owner, fn = node.func.value, fn.__func__
+        elif fn is not MISSING and not inspect.isroutine(fn) and not isinstance(fn, type):
+            owner, fn = node.func, getattr(type(fn), "__call__", None)  # model(x)
+        elif _is_static(node.func, self):
+            owner, sites = None, node.args
+        else:
+            return None
+        if owner is not None:
+            if self._object_of(owner) is MISSING or not user_code(fn):
+                return None
+            sites = [owner] + node.args
+        arg_kinds = [anno.get(a, Key.KIND) for a in sites]
+        objects = [self._object_of(a) for a in sites]
+        if not any(k in TF_KINDS for k in arg_kinds) and all(o is MISSING for o in objects):
+            return None
+        constants = [bool(anno.get(a, Key.CONSTANT)) for a in sites]
+        judged = self.callee(fn, arg_kinds, self.facts, objects, constants)
+        reads = judged and self._reads(judged.reads, sites)
+        if reads is None:
+            return None
+        anno.set(node, Key.CALLEE_READS, reads)
+        return judged.kind
+
+    def _reads(self, reads: tuple, sites: list) -> tuple | None:
+        """The callee's reads from its object arguments as the caller's paths; None where
+        one cannot be guarded here (an object with no path, a number the caller changes
+        or that keeps changing: the callee would be traced with a stale value)."""
+        out = []
+        for position, below, number in reads:
+            base = self._path_of(sites[position])
+            if base is None:
+                return None
+            path = base + below
+            if number and (path in self.facts.dynamic_paths or base.split(".")[0] in
+                           self.mutated):
+                return None
+            out.append((path, number))
+        return tuple(out)
+
+    def _path_of(self, node: gast.AST) -> str | None:
+        """The dotted path the call key can resolve for an object expression."""
+        if anno.has(node, Key.PATH):
+            return anno.get(node, Key.PATH)
+        root = chain_root(node)
+        if root is None or root.id in self.rebound:
+            return None
+        if root.id in self.facts.objects or _is_static(node, self):
+            return dotted(node)
+        return None
+
+    def _value_of(self, node: gast.AST) -> Any:
+        """The object a Name/Attribute chain refers to when slicing: through an object
+        argument the function does not rebind, or the namespace; else MISSING."""
+        root = chain_root(node)
+        if root is None or root.id in self.rebound:
+            return MISSING
+        if root.id in self.facts.objects:
+            return chain_value(node, self.facts.objects[root.id])
+        return static_value(node, self.parsed) if _is_static(node, self) else MISSING
+
+    def _object_of(self, node: gast.AST) -> Any:
+        """The object (a model, a layer, an optimizer, a user's object) an argument
+        expression refers to, or MISSING (a tensor, a number, plain data, a host value
+        that is no object: the callee's own analysis decides what it may do with one)."""
+        if anno.get(node, Key.KIND) not in (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_OBJECT,
+                                            Kind.HOST):
+            return MISSING
+        value = self._value_of(node)
+        if value is MISSING or isinstance(value, _DATA_TYPES) or not stable(value) or \
+                inspect.isroutine(value) or inspect.ismodule(value) or isinstance(value, type):
+            return MISSING
+        return value
 
     def _BinOp(self, node: gast.BinOp) -> Kind:
         return self._join([self.expr(node.left), self.expr(node.right)])
@@ -395,80 +470,6 @@ def _is_static(node: gast.AST, inferer: _Inferer) -> bool:
         node = node.value
     return isinstance(node, gast.Name) and node.id not in inferer.env and (
         node.id not in inferer.local_names)
-
-
-_CAPTURABLE = frozenset({Kind.VARIABLE, Kind.TENSOR, Kind.TF_OBJECT, Kind.TF_OP,
-                         Kind.TF_EFFECT_OP})
-
-
-def _is_range(node: gast.AST) -> bool:
-    return (isinstance(node, gast.Call) and isinstance(node.func, gast.Name)
-            and node.func.id == "range")
-
-
-def _stable(value: Any) -> bool:
-    """An object kept as an attribute (a variable, a layer), not one made on each access
-    (a bound method, a property's fresh list): only those are guarded by identity."""
-    return not (inspect.ismethod(value) or isinstance(value, (list, tuple)))
-
-
-def _mutated_roots(fn: gast.FunctionDef, objects, classify) -> set[str]:
-    """Names whose objects this function may change: an attribute or item of theirs is
-    assigned, one of their methods (or a method of an attribute) that is not TF's is
-    called, or they are passed to a call."""
-    roots = set()
-    for node in gast.walk(fn):
-        if isinstance(node, (gast.Attribute, gast.Subscript)) and isinstance(
-                node.ctx, (gast.Store, gast.Del)):
-            root = _chain_root(node.value if isinstance(node, gast.Subscript) else node)
-            if root is not None:
-                roots.add(root.id)
-        elif isinstance(node, gast.Call):
-            root = _chain_root(node.func) if isinstance(node.func, gast.Attribute) else None
-            if root is not None:
-                value = _chain_value(node.func, objects[root.id]) if root.id in objects \
-                    else MISSING
-                if value is MISSING or classify(value) not in TF_CALLABLES | _CAPTURABLE:
-                    roots.add(root.id)  # self.update(), self.history.append(...)
-            for arg in node.args + [k.value for k in node.keywords]:
-                if isinstance(arg, gast.Name):
-                    roots.add(arg.id)
-    return roots
-
-
-def _chain_root(node: gast.AST) -> gast.Name | None:
-    while isinstance(node, gast.Attribute):
-        node = node.value
-    return node if isinstance(node, gast.Name) else None
-
-
-def _chain_value(node: gast.AST, root_value: Any) -> Any:
-    if isinstance(node, gast.Name):
-        return root_value
-    base = _chain_value(node.value, root_value)
-    return MISSING if base is MISSING else getattr(base, node.attr, MISSING)
-
-
-def _dotted(node: gast.AST) -> str:
-    if isinstance(node, gast.Name):
-        return node.id
-    return f"{_dotted(node.value)}.{node.attr}"
-
-
-def _stored_names(fn: gast.FunctionDef) -> set[str]:
-    return {n.id for n in gast.walk(fn) if isinstance(n, gast.Name)
-            and isinstance(n.ctx, (gast.Store, gast.Del))}
-
-
-def _bound_names(fn: gast.FunctionDef) -> set[str]:
-    names = {a.id for a in fn.args.args + fn.args.kwonlyargs}
-    for extra in (fn.args.vararg, fn.args.kwarg):
-        if extra is not None:
-            names.add(extra.id)
-    for node in gast.walk(fn):
-        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
-            names.add(node.id)
-    return names
 
 
 def effect_call(node: gast.AST) -> bool:

@@ -225,6 +225,8 @@ class _Partition:
         free = {n for n in read - stored if not n.startswith("_gpe_")}
         paths = {anno.get(n, Key.PATH) for s in tf_body for n in gast.walk(s)
                  if isinstance(n, gast.Attribute) and anno.has(n, Key.PATH)}
+        paths |= {p for s in tf_body for n in gast.walk(s)  # what sliced callees read
+                  for p, _ in anno.get(n, Key.CALLEE_READS, ())}
         return tuple(sorted(free | paths))
 
     def _factory(self, template, runtime, body, with_args=False, **subs) -> str:

@@ -1,0 +1,230 @@
+"""Training steps that call the user's own helpers on model objects (issue 12, item 1).
+
+A model class with methods besides `call` (`model.encode(x)`, `model.sample(...)`) and a
+module-level helper that takes the model as an argument (`elbo_loss(net, x)`): the slicer
+analyses the method or helper for that object and, when it is all TF work, the call stays
+in the TF part as the callee's own FunctionDef (the object captured by the caller's part,
+guarded by identity). A helper or method with host work in it keeps its call on the host.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import gpe
+from harness import check
+
+FEATURES, CODE = 6, 2
+
+
+class Autoencoder(keras.Model):
+    """No `call` of its own: used only through its methods."""
+
+    def __init__(self, seed):
+        super().__init__()
+        self.inner = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(2 * CODE)])
+        self.outer = keras.Sequential([keras.Input((CODE,)), keras.layers.Dense(FEATURES)])
+        self.draws = tf.random.Generator.from_seed(seed)
+
+    def encode(self, x):
+        mean, logvar = tf.split(self.inner(x), num_or_size_splits=2, axis=1)
+        return mean, logvar
+
+    def sample(self, mean, logvar):
+        return self.draws.normal(shape=tf.shape(mean)) * tf.exp(0.5 * logvar) + mean
+
+    def decode(self, z):
+        return self.outer(z)
+
+
+class ChattyAutoencoder(Autoencoder):
+    """The same model, whose `decode` also prints on the host."""
+
+    def decode(self, z):
+        print("decode")
+        return self.outer(z)
+
+
+def gaussian_log_density(sample, mean, logvar, axis=1):
+    log_2pi = math.log(2.0 * math.pi)
+    return tf.reduce_sum(-0.5 * ((sample - mean) ** 2.0 * tf.exp(-logvar) + logvar + log_2pi),
+                         axis=axis)
+
+
+def elbo_loss(net, x):
+    mean, logvar = net.encode(x)
+    z = net.sample(mean, logvar)
+    recon = tf.reduce_sum(tf.square(net.decode(z) - x), axis=1)
+    return tf.reduce_mean(recon - gaussian_log_density(z, 0.0, 0.0)
+                          + gaussian_log_density(z, mean, logvar))
+
+
+def make_program(model_class):
+    def make(log):
+        keras.utils.set_random_seed(0)
+        net = model_class(seed=3)
+        rng = np.random.RandomState(1)
+        x = tf.constant(rng.normal(size=(5, FEATURES)).astype(np.float32))
+        net.outer(net.inner(x)[:, :CODE])  # builds the weights
+        opt = keras.optimizers.Adam(0.01)
+
+        def train_step(net, x, opt):
+            with tf.GradientTape() as tape:
+                loss = elbo_loss(net, x)
+            grads = tape.gradient(loss, net.trainable_variables)
+            opt.apply_gradients(zip(grads, net.trainable_variables))
+            return loss
+        state = {f"w{i}": v for i, v in enumerate(net.weights)}
+        state["draws"] = net.draws.state
+        return train_step, state, [(net, x, opt)] * 6
+    return make
+
+
+def test_a_helper_taking_the_model_and_its_methods_run_in_the_graph():
+    under = check(make_program(Autoencoder), None, graph_calls=5)
+    assert under.target.stats()["fallbacks"] == {}
+
+
+def test_a_method_with_host_work_keeps_the_call_on_the_host():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        under = check(make_program(ChattyAutoencoder), None, graph_calls=0)
+    assert under.stdout == "decode\n" * 6  # once per call, as eagerly
+
+
+class Scaled(keras.Model):
+    """A method reading a Python number the program changes between steps."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(1)
+        self.scale = 1.0
+
+    def score(self, x):
+        return self.dense(x) * self.scale
+
+
+def scaled_loss(net, x):
+    return tf.reduce_mean(tf.square(net.score(x)))
+
+
+def test_a_python_number_read_by_a_method_is_never_frozen():
+    def make(log):
+        keras.utils.set_random_seed(0)
+        net = Scaled()
+        x = tf.constant(np.arange(12, dtype=np.float32).reshape(4, 3) / 10)
+        net.score(x)
+
+        def step(net, x):
+            loss = scaled_loss(net, x)
+            net.scale = net.scale * 0.5  # a new value on every call
+            return loss
+        return step, {"w": net.dense.kernel}, [(net, x)] * 6
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        # net.scale is folded into scaled_loss's part, guarded by value: each new value
+        # breaks the guard (an eager call), then it keeps changing and the call runs on the
+        # host, reading it every time; never a stale value
+        check(make, None, graph_calls=5, host_ops_allowed=frozenset(
+            {"ReadVariableOp", "MatMul", "AddV2", "Mul", "Square", "Mean"}))
+
+
+# --- item 2: a plain object's `__call__` reading a rate the loop changes ---------------
+
+class Schedule:
+    def __init__(self):
+        self.rate, self.keep = 0.1, 0.5
+
+
+class TwoLayer:
+    """Plain Python, no Keras: variables in a list, a Generator for dropout masks."""
+
+    def __init__(self):
+        rng = np.random.RandomState(0)
+        self.w1 = tf.Variable(rng.normal(size=(3, 4)).astype(np.float32))
+        self.w2 = tf.Variable(rng.normal(size=(4, 1)).astype(np.float32))
+        self.variables = [self.w1, self.w2]
+        self.noise = tf.random.Generator.from_seed(5)
+
+    def __call__(self, x, keep):
+        w1, w2 = self.variables
+        h = tf.nn.relu(tf.matmul(x, w1))
+        if keep < 1.0:
+            h = h * tf.cast(self.noise.uniform(tf.shape(h)) < keep, tf.float32) / keep
+        return tf.matmul(h, w2)
+
+
+def schedule_program(keeps, rates):
+    def make(log):
+        model, hp = TwoLayer(), Schedule()
+        x = tf.constant(np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3))
+
+        def train_step(model, hp, x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x, hp.keep)))
+            grads = tape.gradient(loss, model.variables)
+            for v, g in zip(model.variables, grads):
+                v.assign_sub(hp.rate * g)
+            return loss
+
+        def set_then_step(model, hp, x, keep, rate):
+            hp.keep, hp.rate = keep, rate
+            return train_step(model, hp, x)
+        state = {"w1": model.w1, "w2": model.w2, "noise": model.noise.state}
+        calls = [(model, hp, x, k, r) for k, r in zip(keeps, rates)]
+        return set_then_step, state, calls, train_step
+    return make
+
+
+def run_schedule(keeps, rates):
+    """eager vs gpe.function(train_step): the loop outside sets the schedule's numbers."""
+    results = {}
+    for sliced in (False, True):
+        _, state, calls, step = schedule_program(keeps, rates)(None)
+        target = gpe.function(step, adaptive=False) if sliced else step
+        out = []
+        for model, hp, x, keep, rate in calls:
+            hp.keep, hp.rate = keep, rate
+            out.append(float(target(model, hp, x)))
+        results[sliced] = (out, {k: v.numpy() for k, v in state.items()}, target)
+    (eager, eager_state, _), (under, under_state, target) = results[False], results[True]
+    assert eager == under
+    for name in eager_state:
+        np.testing.assert_array_equal(eager_state[name], under_state[name], err_msg=name)
+    return target.stats()
+
+
+def test_a_rate_changed_every_step_is_sent_and_a_flag_changed_rarely_is_folded():
+    keeps = [1.0] * 10 + [0.8] * 10 + [0.6] * 10 + [1.0] * 10
+    rates = [0.01 * (i + 1) for i in range(40)]  # a new learning rate on every step
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        stats = run_schedule(keeps, rates)
+    assert stats["fallbacks"] == {}, stats
+    assert stats["graph_calls"] >= 25, stats  # folded keep: a variant per value
+    assert not any("keep" in r for r in stats["guard_failures"] if "1.0" in r.split("got")[1]), \
+        stats  # the variant for keep=1.0 built first is taken again at the end
+
+
+def test_a_list_of_variables_on_an_object_is_guarded_by_its_elements():
+    keeps, rates = [1.0] * 8, [0.05] * 8
+    make = schedule_program(keeps, rates)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        for sliced in (False, True):
+            _, state, calls, step = make(None)
+            target = gpe.function(step, adaptive=False) if sliced else step
+            out = []
+            for i, (model, hp, x, _, _) in enumerate(calls):
+                if i == 5:  # the program swaps a variable in the list
+                    model.variables[1] = tf.Variable(tf.ones([4, 1]))
+                out.append(float(target(model, hp, x)))
+            if sliced:
+                assert out == expected, (out, expected)
+                np.testing.assert_array_equal(model.variables[1].numpy(), final)
+                assert any("model.variables" in r for r in target.stats()["guard_failures"])
+            expected, final = out, model.variables[1].numpy()
