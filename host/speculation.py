@@ -215,8 +215,10 @@ def channel_specs(plan: SlicePlan, runs: list[dict[int, list]],
         bad = tuple(name for name, (_, leaves) in zip(channel.names, pairs)
                     if not all(_sendable(leaf) for leaf in leaves))
         if bad:
-            raise Unsendable(f"{', '.join(bad)} cannot cross into the TF part (line "
-                             f"{channel.lineno})", bad)
+            what = ", ".join(plan.spell(n) for n in bad)
+            raise Unsendable(f"{what} ({plan.where(channel.lineno)}) cannot cross into the "
+                             "TF part (not a tensor or Python number: TF work that reads it "
+                             "runs on the host)", bad)
         layouts[channel.index] = [layout for layout, _ in pairs]
         found = [spec_of(leaf) for _, leaves in pairs for leaf in leaves]
         if channel.kind == ChannelKind.ENTRY:
@@ -272,6 +274,11 @@ def _relax_entry(channel, layouts, found, relaxed) -> list:
 
 
 def _sendable(value) -> bool:
+    """A tf.Variable made or picked by host code is not sent: it would arrive as its
+    value, a tensor no tape watches and no `assign` reaches (gradients None, silently
+    zero with `unconnected_gradients`); TF work that reads it runs on the host."""
+    if isinstance(value, tf.Variable):
+        return False
     try:
         spec_of(value)
     except Unsendable:

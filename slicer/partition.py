@@ -31,6 +31,7 @@ from gpe.slicer.placement import Place
 from gpe.slicer.follow import Follow
 from gpe.slicer.plan import ChannelKind, LineReport, SlicePlan
 from gpe.slicer.templates import source_of
+from gpe.slicer.words import temporaries
 from gpe.slicer.writer import Writer
 
 HOST_FACTORY = """
@@ -119,7 +120,7 @@ class _Partition:
             bound=bound, rescuable=w.rescuable, nested=tuple(w.nested),
             rescues=tuple(w.rescues.items()), with_gates=tuple(w.with_gates),
             lines=tuple(w.lines), assumptions=(self.facts.assumed,) if self.facts.assumed
-            else ())
+            else (), temporaries=tuple(temporaries(fn).items()))
 
     # walking the body ---------------------------------------------------------------
     def block(self, stmts: list[gast.stmt], carried: tuple[str, ...] | None

@@ -441,6 +441,7 @@ def build_part(plan: SlicePlan, tf_factory: Callable[..., Callable], bound: dict
     except PartError:
         raise
     except Exception as exc:  # tracing user code can raise anything
-        raise PartError(f"tracing the TF part failed: {type(exc).__name__}: {exc}") from exc
+        raise PartError(f"tracing the TF part failed: {type(exc).__name__}: "
+                        f"{plan.user_terms(str(exc))}") from exc
     return Part(plan=plan, function=concrete, specs=specs, layouts=layouts,
                 waits=frozenset(runtime.waits), uid=runtime.uid, folded=folded, nested=nested)
