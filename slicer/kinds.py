@@ -283,7 +283,7 @@ class _Inferer:
             self.expr(arg)
         for keyword in node.keywords:
             self.expr(keyword.value)
-        if fkind == Kind.HOST and not node.keywords:
+        if fkind in (Kind.HOST, Kind.SLICED_FN) and not node.keywords:
             callee_kind = self._callee(node)
             if callee_kind is not None:
                 anno.set(node, Key.CALLEE, True)
@@ -323,7 +323,19 @@ class _Inferer:
             return None
         sites = [node.func] + node.args
         fn = self._value_of(node.func)
-        if inspect.ismethod(fn) and isinstance(node.func, gast.Attribute):
+        if anno.get(node.func, Key.KIND) == Kind.SLICED_FN:  # wrapped by gpe run
+            owner = getattr(fn, "__self__", None)
+            fn = getattr(getattr(fn, "__func__", fn), "__wrapped__", None)
+            if owner is not None and isinstance(node.func, gast.Attribute) and \
+                    self._object_of(node.func.value) is owner:
+                owner, sites = node.func.value, [node.func.value] + node.args
+            elif owner is None and _is_static(node.func, self):
+                sites = node.args
+            else:
+                return None
+            if not user_code(fn):
+                return None
+        elif inspect.ismethod(fn) and isinstance(node.func, gast.Attribute):
             owner, fn = node.func.value, fn.__func__
         elif fn is not MISSING and not inspect.isroutine(fn) and not isinstance(fn, type):
             owner, fn = node.func, getattr(type(fn), "__call__", None)  # model(x)

@@ -81,6 +81,7 @@ class _Partition:
         self.in_tf_with = 0
         self.gates_in_with: list = []  # (segment, assignment, channel) in the current with
         self.bound_in_with: list[frozenset] = []  # names bound in each TF with block entered
+        self.bound_in_tapes: set[str] = set()  # ...and in every one met so far
 
     def run(self) -> SlicePlan:
         fn, w = self.parsed.node, self.writer
@@ -144,6 +145,7 @@ class _Partition:
                 self.in_tf_with += 1
                 outer, self.gates_in_with = self.gates_in_with, []
                 self.bound_in_with.append(frozenset(_computed(stmt.body)))
+                self.bound_in_tapes |= self.bound_in_with[-1]
                 header.body = self.block(stmt.body, None) or [gast.Pass()]
                 self.bound_in_with.pop()
                 gates, self.gates_in_with = self.gates_in_with, outer
@@ -185,6 +187,14 @@ class _Partition:
             target = seg.body
         elif gate is not None:
             target = self.writer.gate(stmt, gate, target, carried, crossing)
+            # a tensor host code made inside a tape, sent after it (`tape.gradient(loss,
+            # ...)` of a loss a host call computed): the TF part's tape never saw how it
+            # was computed, its gradients would be None (or silently zero): refused too
+            made = tuple(n for n in gate if n in self.bound_in_tapes)
+            if made:
+                k = next(c.index for c in reversed(self.writer.channels)
+                         if c.kind == ChannelKind.GATE)
+                self.writer.with_gates.append((k, made))
         target.append(_in_line_scope(_tf_calls(stmt)))
         self._twin(stmt)
         self.writer.outputs(stmt, target, crossing)

@@ -228,3 +228,29 @@ def test_a_list_of_variables_on_an_object_is_guarded_by_its_elements():
                 np.testing.assert_array_equal(model.variables[1].numpy(), final)
                 assert any("model.variables" in r for r in target.stats()["guard_failures"])
             expected, final = out, model.variables[1].numpy()
+
+
+# --- a loss a host call computes inside the tape, differentiated after it ---------------
+
+def noisy_loss(w, x):
+    print("loss")  # host work: the call stays on the host
+    return tf.reduce_sum(w * x)
+
+
+def test_a_tensor_host_code_made_inside_a_tape_never_reaches_its_gradient_as_a_constant():
+    def make(log):
+        w = tf.Variable([1.0, -2.0])
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                loss = noisy_loss(w, x)
+            grad = tape.gradient(loss, w, unconnected_gradients="zero")
+            w.assign_sub(0.1 * grad)
+            return loss
+        return step, {"w": w}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        # the TF part would receive `loss` as a value its tape never saw: zero gradients
+        under = check(make, [(tf.constant([0.5, 1.5]),)] * 5, graph_calls=0)
+    reasons = list(under.target.stats()["fallbacks"])
+    assert any("`loss`" in r and "cannot cross" in r for r in reasons), reasons
