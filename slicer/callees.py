@@ -134,20 +134,35 @@ def reads_python_numbers(fn: gast.FunctionDef) -> bool:
 
 
 def pure_body(fn: gast.FunctionDef) -> Kind | None:
-    """TF_OP/TF_EFFECT_OP if every statement is TF work (a final `return` of TF values)."""
+    """TF_OP/TF_EFFECT_OP if every statement is TF work (`return` of TF values; an `if` on
+    a value fixed for the call, such as a default `apply_sigmoid=False`, whose branches
+    are: the callee is traced per value, so Python takes the branch when it is traced)."""
+    effect = _pure(fn.body)
+    if effect is None:
+        return None
+    return Kind.TF_EFFECT_OP if effect else Kind.TF_OP
+
+
+def _pure(body: list[gast.stmt]) -> bool | None:
+    """None if a statement of `body` is host work, else whether one changes TF state."""
     effect = False
-    body = fn.body
-    for i, stmt in enumerate(body):
-        place_ = anno.get(stmt, Key.PLACE)
-        if isinstance(stmt, gast.Return) and i == len(body) - 1:
+    for stmt in body:
+        if isinstance(stmt, gast.Return):
             if stmt.value is not None and not _tf_names(stmt.value):
                 return None
             continue
-        if place_ not in (Place.TF, Place.BOTH):
+        if isinstance(stmt, gast.If) and anno.get(stmt.test, Key.CONSTANT) and \
+                anno.get(stmt, Key.PLACE) != Place.TF:
+            branches = [_pure(stmt.body), _pure(stmt.orelse)]
+            if None in branches:
+                return None
+            effect = effect or any(branches)
+            continue
+        if anno.get(stmt, Key.PLACE) not in (Place.TF, Place.BOTH):
             return None
         effect = effect or bool(anno.get(stmt, Key.EFFECT)) or any(
             anno.get(s, Key.EFFECT) for s in gast.walk(stmt) if isinstance(s, gast.stmt))
-    return Kind.TF_EFFECT_OP if effect else Kind.TF_OP
+    return effect
 
 
 def _tf_names(value: gast.expr) -> bool:

@@ -313,10 +313,14 @@ class _Placer:
             self._plain(c) for c in gast.iter_child_nodes(node))
 
     def _math(self, node: gast.AST) -> bool:
-        """`math.NAME`, `math` being the module (pure: the same on each side)."""
-        return (isinstance(node, gast.Attribute) and isinstance(node.value, gast.Name)
-                and node.value.id not in self.locals
-                and getattr(self.parsed.lookup(node.value.id), "__name__", None) == "math")
+        """`math.NAME` (the math module's constants and functions) or a number constant of
+        NumPy's (`np.pi`): pure, the same on each side."""
+        if not (isinstance(node, gast.Attribute) and isinstance(node.value, gast.Name)
+                and node.value.id not in self.locals):
+            return False
+        module = getattr(self.parsed.lookup(node.value.id), "__name__", None)
+        return module == "math" or (module == "numpy" and type(getattr(
+            self.parsed.lookup(node.value.id), node.attr, None)) is float)
 
     def _set(self, stmt: gast.stmt, place: Place, reason: str) -> None:
         anno.set(stmt, Key.PLACE, place)

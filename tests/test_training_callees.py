@@ -37,14 +37,17 @@ class Autoencoder(keras.Model):
     def sample(self, mean, logvar):
         return self.draws.normal(shape=tf.shape(mean)) * tf.exp(0.5 * logvar) + mean
 
-    def decode(self, z):
-        return self.outer(z)
+    def decode(self, z, apply_sigmoid=False):  # as the TF CVAE tutorial's
+        logits = self.outer(z)
+        if apply_sigmoid:
+            return tf.sigmoid(logits)
+        return logits
 
 
 class ChattyAutoencoder(Autoencoder):
     """The same model, whose `decode` also prints on the host."""
 
-    def decode(self, z):
+    def decode(self, z, apply_sigmoid=False):
         print("decode")
         return self.outer(z)
 
@@ -55,12 +58,18 @@ def gaussian_log_density(sample, mean, logvar, axis=1):
                          axis=axis)
 
 
+def tf_log_density(sample, mean, logvar, raxis=1):  # the tutorial's own spelling
+    log2pi = tf.math.log(2. * np.pi)
+    return tf.reduce_sum(-.5 * ((sample - mean) ** 2. * tf.exp(-logvar) + logvar + log2pi),
+                         axis=raxis)
+
+
 def elbo_loss(net, x):
     mean, logvar = net.encode(x)
     z = net.sample(mean, logvar)
     recon = tf.reduce_sum(tf.square(net.decode(z) - x), axis=1)
     return tf.reduce_mean(recon - gaussian_log_density(z, 0.0, 0.0)
-                          + gaussian_log_density(z, mean, logvar))
+                          + tf_log_density(z, mean, logvar))
 
 
 def make_program(model_class):
