@@ -26,6 +26,7 @@ from gpe.slicer.chains import (CAPTURABLE as _CAPTURABLE, bound_names, chain_roo
                                 static_value, stored_names, user_code)
 from gpe.slicer.parser import MISSING, Parsed
 
+_STATIC_META = frozenset({"shape", "dtype", "ndim"})
 _SCALAR_BUILTINS = {"float": Kind.PY_SCALAR, "int": Kind.PY_SCALAR, "bool": Kind.PY_SCALAR}
 _DATA_TYPES = (list, dict, tuple, set, str, bytes, type(None))
 _PLAIN = frozenset({Kind.PY_SCALAR, Kind.HOST_DATA})
@@ -177,7 +178,7 @@ class _Inferer:
                     and anno.get(node.func, Key.KIND) == Kind.HOST_FN and not node.keywords
                     and all(anno.get(a, Key.CONSTANT, False) for a in node.args))
         if isinstance(node, (gast.BinOp, gast.UnaryOp, gast.Compare, gast.BoolOp, gast.IfExp,
-                             gast.Tuple)):
+                             gast.Tuple, gast.Subscript)):
             return all(anno.get(c, Key.CONSTANT, False) for c in gast.iter_child_nodes(node)
                        if isinstance(c, gast.expr))
         return False
@@ -231,6 +232,9 @@ class _Inferer:
         if base in (Kind.TENSOR, Kind.VARIABLE):
             if node.attr in MATERIALIZE_METHODS:
                 return Kind.HOST_FN
+            if node.attr in _STATIC_META and self._exact_tensor_argument(node.value):
+                anno.set(node, Key.CONSTANT, True)  # `x.shape[0]`: the call key fixes it
+                return Kind.HOST_DATA
             return Kind.HOST if node.attr in META_ATTRIBUTES else Kind.TF_OP
         if base == Kind.TF_OBJECT and not _is_static(node.value, self):
             return Kind.TF_OP  # tape.gradient, tape.watch
@@ -424,9 +428,18 @@ class _Inferer:
             return Kind.HOST
         return self._join(kinds)
 
+    def _exact_tensor_argument(self, node: gast.AST) -> bool:
+        """A tensor argument the function does not rebind whose dtype and every dimension
+        the call key fixes (its static shape in the TF part is eager's)."""
+        fact = self.facts.args.get(node.id) if isinstance(node, gast.Name) else None
+        return (fact is not None and fact.kind == Kind.TENSOR and node.id not in self.rebound
+                and fact.shape is not None and None not in fact.shape)
+
     def _Subscript(self, node: gast.Subscript) -> Kind:
         base = self.expr(node.value)
         self.expr(node.slice)
+        if anno.get(node.value, Key.CONSTANT) and base == Kind.HOST_DATA:
+            return Kind.PY_SCALAR if anno.get(node.slice, Key.CONSTANT) else Kind.HOST_DATA
         return Kind.TENSOR if base in TF_KINDS else Kind.HOST
 
     def _Slice(self, node: gast.Slice) -> Kind:

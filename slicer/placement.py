@@ -306,8 +306,10 @@ class _Placer:
         if isinstance(node, gast.Call):
             return (not node.keywords and self._math(node.func)
                     and all(self._plain(a) for a in node.args))
-        if isinstance(node, gast.Attribute):
-            return self._math(node)
+        if isinstance(node, gast.Attribute):  # or `x.shape` of a tensor argument (kinds)
+            return self._math(node) or bool(anno.get(node, Key.CONSTANT))
+        if isinstance(node, gast.Subscript) and anno.get(node, Key.CONSTANT):
+            return True  # `x.shape[0]`: constant parts only (kinds)
         return isinstance(node, (gast.Constant, gast.BinOp, gast.UnaryOp, gast.operator,
                                  gast.unaryop, gast.Load)) and all(
             self._plain(c) for c in gast.iter_child_nodes(node))

@@ -263,3 +263,28 @@ def test_a_tensor_host_code_made_inside_a_tape_never_reaches_its_gradient_as_a_c
         under = check(make, [(tf.constant([0.5, 1.5]),)] * 5, graph_calls=0)
     reasons = list(under.target.stats()["fallbacks"])
     assert any("`loss`" in r and "cannot cross" in r for r in reasons), reasons
+
+
+# --- the static shape of a tensor argument (the Keras GAN guide's labels) ---------------
+
+LATENT, HALF = 3, 4  # module-level sizes, read by the step as the guide reads batch_size
+
+
+def test_the_static_shape_of_an_argument_stays_static_in_the_graph():
+    def make(log):
+        w = tf.Variable(np.linspace(-1, 1, LATENT * 2, dtype=np.float32).reshape(LATENT, 2))
+
+        def step(real):
+            labels = tf.concat([tf.ones((HALF, 1)), tf.zeros((real.shape[0], 1))], axis=0)
+            labels += 0.05 * tf.ones(labels.shape)  # needs the static shape (HALF + n, 1)
+            with tf.GradientTape() as tape:
+                fake = tf.matmul(tf.ones((HALF, LATENT)), w)
+                combined = tf.concat([fake, real], axis=0)
+                loss = tf.reduce_mean(tf.square(tf.reduce_sum(combined, 1, True) - labels))
+            w.assign_sub(0.1 * tape.gradient(loss, w))
+            return loss
+        real = tf.constant(np.arange(10, dtype=np.float32).reshape(5, 2) / 10)
+        return step, {"w": w}, [(real,)] * 6
+    # three profile calls: the module-level sizes sent when the call starts are folded
+    # (seen the same each time), so every shape in the TF part is static, as eagerly
+    check(make, None, graph_calls=3, profile_calls=3)
