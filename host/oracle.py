@@ -29,6 +29,7 @@ _HOST_MODULES = ("numpy", "math", "random", "statistics", "builtins", "operator"
 _TF_CONTEXTS = (tf.GradientTape,)
 _TF_CONTEXT_MAKERS = (tf.name_scope, tf.device)  # functions in TF 2, classes in some versions
 _CONSTANT_MAKERS = (tf.constant, tf.convert_to_tensor)
+_TF_FUNCTION = tf.types.experimental.GenericFunction
 _EFFECT_MODULES = ("tensorflow.python.ops.logging_ops", "tensorflow.python.ops.check_ops",
                    "tensorflow.python.ops.summary_ops_v2")
 # Python-level TF utilities are not TF ops: eager runs them as Python on every call (they
@@ -94,6 +95,10 @@ def classify(obj: Any) -> Kind:
     keras_kind = _keras_kind(obj)
     if keras_kind is not None:
         return keras_kind
+    if isinstance(getattr(type(obj), "__call__", None), _TF_FUNCTION):
+        # a tf.Module whose __call__ is a tf.function (the TF Core guides' MLP): calling
+        # it runs its traced graph, eagerly as in the TF part
+        return Kind.TF_OP
     if callable(obj):
         module = getattr(obj, "__module__", None) or type(obj).__module__ or ""
         if obj in _CONSTANT_MAKERS:

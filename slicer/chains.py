@@ -105,3 +105,11 @@ def bound_names(fn: gast.FunctionDef) -> set[str]:
         if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
             names.add(node.id)
     return names
+
+
+def is_static(node: gast.AST, inferer: Any) -> bool:
+    """A Name/Attribute chain rooted at a free (global/closure) name, not a local."""
+    while isinstance(node, gast.Attribute):
+        node = node.value
+    return isinstance(node, gast.Name) and node.id not in inferer.env and (
+        node.id not in inferer.local_names)

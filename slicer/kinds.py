@@ -16,14 +16,14 @@ from typing import Any, Callable, Optional
 
 import gast
 
-from gpe.slicer import anno
+from gpe.slicer import anno, callsites
 from gpe.slicer.anno import Key
 from gpe.slicer.facts import (CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES,
                               STRUCTURAL_BUILTINS, TF_KINDS, VARIABLE_EFFECT_METHODS, Facts,
                               Kind)
 from gpe.slicer.chains import (CAPTURABLE as _CAPTURABLE, bound_names, chain_root,
-                                chain_value, dotted, is_range, mutated_roots, stable,
-                                static_value, stored_names, user_code)
+                                chain_value, dotted, is_range, is_static, mutated_roots,
+                                stable, static_value, stored_names, user_code)
 from gpe.slicer.parser import MISSING, Parsed
 
 _STATIC_META = frozenset({"shape", "dtype", "ndim"})
@@ -120,7 +120,7 @@ class _Inferer:
                 self._bind_loop_target(elt, arg)
         else:
             kind = anno.get(iterable, Key.KIND)
-            value = self._value_of(iterable)
+            value = self.value_of(iterable)
             if isinstance(value, (list, tuple)) and value and all(
                     self.classify(v) == Kind.VARIABLE for v in value):
                 self.bind(target, Kind.VARIABLE, None)  # for p in params: p.assign(...)
@@ -319,78 +319,30 @@ class _Inferer:
 
     def _callee(self, node: gast.Call) -> Kind | None:
         """A user function called on TF values or objects whose body is all TF work (see
-        resolve), a user method of an object (`model.encode(x)`), or a call of a user's
-        object with its own `__call__` (`model(x, rate)`): the object is the callee's
+        resolve), a user method of an object (`model.encode(x)`), a call of a user's
+        object with its own `__call__` (`model(x, rate)`), or a user function passed as an
+        argument (`loss(y_pred, y)`: guarded by identity): an object is the callee's
         first argument. What the callee reads from objects it is given becomes the call's
         CALLEE_READS, in the caller's names (captured and guarded by the caller)."""
-        if self.callee is None:
+        target = callsites.target(self, node) if self.callee is not None else None
+        if target is None:
             return None
-        sites = [node.func] + node.args
-        fn = self._value_of(node.func)
-        if anno.get(node.func, Key.KIND) == Kind.SLICED_FN:  # wrapped by gpe run
-            owner = getattr(fn, "__self__", None)
-            fn = getattr(getattr(fn, "__func__", fn), "__wrapped__", None)
-            if owner is not None and isinstance(node.func, gast.Attribute) and \
-                    self._object_of(node.func.value) is owner:
-                owner, sites = node.func.value, [node.func.value] + node.args
-            elif owner is None and _is_static(node.func, self):
-                sites = node.args
-            else:
-                return None
-            if not user_code(fn):
-                return None
-        elif inspect.ismethod(fn) and isinstance(node.func, gast.Attribute):
-            owner, fn = node.func.value, fn.__func__
-        elif fn is not MISSING and not inspect.isroutine(fn) and not isinstance(fn, type):
-            owner, fn = node.func, getattr(type(fn), "__call__", None)  # model(x)
-        elif _is_static(node.func, self):
-            owner, sites = None, node.args
-        else:
-            return None
-        if owner is not None:
-            if self._object_of(owner) is MISSING or not user_code(fn):
-                return None
-            sites = [owner] + node.args
+        fn, sites = target
         arg_kinds = [anno.get(a, Key.KIND) for a in sites]
-        objects = [self._object_of(a) for a in sites]
+        objects = [self.object_of(a) for a in sites]
         if not any(k in TF_KINDS for k in arg_kinds) and all(o is MISSING for o in objects):
             return None
         constants = [bool(anno.get(a, Key.CONSTANT)) for a in sites]
         judged = self.callee(fn, arg_kinds, self.facts, objects, constants)
-        reads = judged and self._reads(judged.reads, sites)
+        reads = judged and callsites.reads(self, judged.reads, sites)
         if reads is None:
             return None
+        if isinstance(node.func, gast.Name) and node.func.id in self.facts.objects:
+            anno.set(node.func, Key.PATH, node.func.id)  # the function passed: its identity
         anno.set(node, Key.CALLEE_READS, reads)
         return judged.kind
 
-    def _reads(self, reads: tuple, sites: list) -> tuple | None:
-        """The callee's reads from its object arguments as the caller's paths; None where
-        one cannot be guarded here (an object with no path, a number the caller changes
-        or that keeps changing: the callee would be traced with a stale value)."""
-        out = []
-        for position, below, number in reads:
-            base = self._path_of(sites[position])
-            if base is None:
-                return None
-            path = base + below
-            if number and (path in self.facts.dynamic_paths or base.split(".")[0] in
-                           self.mutated):
-                return None
-            out.append((path, number))
-        return tuple(out)
-
-    def _path_of(self, node: gast.AST) -> str | None:
-        """The dotted path the call key can resolve for an object expression."""
-        if anno.has(node, Key.PATH):
-            return anno.get(node, Key.PATH)
-        root = chain_root(node)
-        if root is None or root.id in self.rebound:
-            return None
-        if root.id in self.facts.objects or _is_static(node, self):
-            return dotted(node)
-        return None
-
-    def _value_of(self, node: gast.AST) -> Any:
+    def value_of(self, node: gast.AST) -> Any:
         """The object a Name/Attribute chain refers to when slicing: through an object
         argument the function does not rebind, or the namespace; else MISSING."""
         root = chain_root(node)
@@ -400,14 +352,14 @@ class _Inferer:
             return chain_value(node, self.facts.objects[root.id])
         return static_value(node, self.parsed) if _is_static(node, self) else MISSING
 
-    def _object_of(self, node: gast.AST) -> Any:
+    def object_of(self, node: gast.AST) -> Any:
         """The object (a model, a layer, an optimizer, a user's object) an argument
         expression refers to, or MISSING (a tensor, a number, plain data, a host value
         that is no object: the callee's own analysis decides what it may do with one)."""
         if anno.get(node, Key.KIND) not in (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_OBJECT,
                                             Kind.HOST):
             return MISSING
-        value = self._value_of(node)
+        value = self.value_of(node)
         if value is MISSING or isinstance(value, _DATA_TYPES) or not stable(value) or \
                 inspect.isroutine(value) or inspect.ismodule(value) or isinstance(value, type):
             return MISSING
@@ -489,12 +441,8 @@ class _Inferer:
         return Kind.HOST
 
 
-def _is_static(node: gast.AST, inferer: _Inferer) -> bool:
-    """A Name/Attribute chain rooted at a free (global/closure) name, not a local."""
-    while isinstance(node, gast.Attribute):
-        node = node.value
-    return isinstance(node, gast.Name) and node.id not in inferer.env and (
-        node.id not in inferer.local_names)
+_is_static = is_static
+
 
 
 def effect_call(node: gast.AST) -> bool:

@@ -234,8 +234,10 @@ class _Partition:
                    for a in n.args.args}
         read = {n.id for n in names if isinstance(n.ctx, gast.Load)}
         free = {n for n in read - stored if not n.startswith("_gpe_")}
+        # (a Name with a PATH: an object argument the TF part captures, a model, a loss
+        # function passed in: the call key describes only its type, so guard its identity)
         paths = {anno.get(n, Key.PATH) for s in tf_body for n in gast.walk(s)
-                 if isinstance(n, gast.Attribute) and anno.has(n, Key.PATH)}
+                 if isinstance(n, (gast.Attribute, gast.Name)) and anno.has(n, Key.PATH)}
         paths |= {p for s in tf_body for n in gast.walk(s)  # what sliced callees read
                   for p, _ in anno.get(n, Key.CALLEE_READS, ())}
         return tuple(sorted(free | paths))

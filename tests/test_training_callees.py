@@ -288,3 +288,61 @@ def test_the_static_shape_of_an_argument_stays_static_in_the_graph():
     # three profile calls: the module-level sizes sent when the call starts are folded
     # (seen the same each time), so every shape in the TF part is static, as eagerly
     check(make, None, graph_calls=3, profile_calls=3)
+
+
+# --- the TF Core guide's shape: a tf.Module model, loss functions passed as arguments ----
+
+class CoreMLP(tf.Module):
+    def __init__(self):
+        self.w = tf.Variable(np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2))
+
+    @tf.function
+    def __call__(self, x):
+        return tf.matmul(x, self.w)
+
+
+def squared_loss(y_pred, y):
+    return tf.reduce_mean(tf.square(y_pred - y))
+
+
+def absolute_loss(y_pred, y):
+    return tf.reduce_mean(tf.abs(y_pred - y))
+
+
+def test_a_loss_passed_as_an_argument_runs_in_the_graph_and_is_guarded_by_identity():
+    def make(log):
+        model = CoreMLP()
+        x = tf.constant(np.arange(12, dtype=np.float32).reshape(4, 3) / 10)
+        y = tf.ones([4, 2])
+
+        def train_step(x, y, loss, model):
+            with tf.GradientTape() as tape:
+                batch_loss = loss(model(x), y)
+            model.w.assign_sub(0.1 * tape.gradient(batch_loss, model.w))
+            return batch_loss
+        calls = [(x, y, squared_loss, model)] * 4 + [(x, y, absolute_loss, model)] * 4
+        return train_step, {"w": model.w}, calls
+    under = check(make, None, graph_calls=6)  # the other loss: a new key, profiled once
+    assert not under.target.stats()["fallbacks"]
+
+
+def test_another_model_of_the_same_class_passed_as_an_argument_is_not_the_captured_one():
+    def make(log):
+        keras.utils.set_random_seed(2)
+        first = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+        second = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+        opt = keras.optimizers.SGD(0.1)
+        opt.build(first.trainable_variables + second.trainable_variables)
+        x = tf.constant(np.arange(6, dtype=np.float32).reshape(2, 3))
+
+        def step(model, x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x)))
+            opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                    model.trainable_variables))
+            return loss
+        state = {"a": first.weights[0], "b": second.weights[0]}
+        return step, state, [(first, x)] * 3 + [(second, x)] * 3 + [(first, x)] * 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        check(make, None, graph_calls=6)  # one eager call: the guard on `model` failed
