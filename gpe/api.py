@@ -60,11 +60,12 @@ def format_plan(plan: SlicePlan) -> str:
     width = max((len(r.source) for r in plan.lines), default=10)
     width = min(width, 48)
     for report in plan.lines:
-        source = report.source if len(report.source) <= width else report.source[:width - 3] + "..."
+        source = plan.user_terms(report.source, quote=False)  # no `_gpe_h0`: what it holds
+        source = source if len(source) <= width else source[:width - 3] + "..."
         lines.append(f"  {report.lineno:>4}  {report.place:<4}  {source:<{width}}  "
-                     f"{report.reason}")
+                     f"{plan.user_terms(report.reason)}")
         for crossing in report.crossings:
-            lines.append(f"  {'':>4}  {'':<4}  {'':<{width}}    -> {crossing}")
+            lines.append(f"  {'':>4}  {'':<4}  {'':<{width}}    -> {plan.user_terms(crossing)}")
     channels = len(plan.channels)
     lines.append(f"  {channels} channel{'s' if channels != 1 else ''}; the TF part is one "
                  f"FunctionDef (a sliced callee has its own)")

@@ -132,14 +132,18 @@ def run_script(path: str, argv: list[str]) -> None:
 def report() -> str:
     """Per sliced function with TF work: calls, sliced calls, eager calls, fallbacks, guard
     failures ("expected X, got Y") and the assumptions of each variant built."""
-    rows = [f for f in (ref() for ref in _wrapped) if f is not None and not f.plain]
+    wrapped = [f for f in (ref() for ref in _wrapped) if f is not None]
+    # a function refused (a `del`, a generator...) runs as plain Python from then on: its
+    # reason is listed with the functions that ran sliced
+    rows = [f for f in wrapped if not f.plain or f.stats()["fallbacks"]]
     lines = ["gpe report: functions with TF work"]
     if not rows:
         lines.append("  (none)")
     for fn in rows:
         s = fn.stats()
         lines.append(f"  {fn.__qualname__}: {s['calls']} calls, {s['graph_calls']} sliced, "
-                     f"{s['eager_calls']} eager, {s['variants']} variant(s)")
+                     f"{s['eager_calls']} eager, {s['variants']} variant(s)"
+                     + (" (not sliced: plain Python from then on)" if fn.plain else ""))
         if s["unpaid_calls"]:
             lines.append(f"      eager x{s['unpaid_calls']}: before building it paid off")
         for reason, count in s["fallbacks"].items():
@@ -148,6 +152,6 @@ def report() -> str:
             lines.append(f"      guard failed x{count}: {reason}")
         for i, assumed in enumerate(s["variants_built"], 1):
             lines.append(f"      variant {i}: {assumed}")
-    plain = sum(1 for ref in _wrapped if ref() is not None and ref().plain)
-    lines.append(f"  {plain} function(s) ran as plain Python (no TF work, or not sliceable)")
+    plain = sum(1 for f in wrapped if f.plain and f not in rows)
+    lines.append(f"  {plain} other function(s) ran as plain Python (no TF work)")
     return "\n".join(lines)

@@ -153,9 +153,11 @@ def _host_values_only(plan: SlicePlan, runs: list) -> None:
         for run in runs:
             for name, value in zip(channel.names, run.get(k, ())):
                 if name in inside and any(_is_tensor(leaf) for leaf in tf.nest.flatten(value)):
-                    raise NotBuilt(f"{name} (line {channel.lineno}): a tensor made by host "
-                                   "code inside a `with` block cannot cross into it",
-                                   retry=False)
+                    what = plan.spell(name)
+                    raise NotBuilt(f"{what} ({plan.where(channel.lineno)}): a tensor made by "
+                                   "host code inside a `with` block cannot cross into it (its "
+                                   "GradientTape would not see how it was computed; compute "
+                                   "it with TF work only, or before the block)", retry=False)
 
 
 def _is_tensor(value) -> bool:

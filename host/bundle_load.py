@@ -74,13 +74,22 @@ class BundledFunction:
             out.append(atomic)
         return out
 
+    @property
+    def captured_inputs(self) -> list:  # as a ConcreteFunction's (the sink packs resources)
+        return list(self.captured)
+
     def __call__(self, *handles):
+        return self._call_flat(handles, self.captured)
+
+    def _call_flat(self, handles, captured) -> tf.Tensor:
+        """The call with `captured` in place of the captured values (the sink's wrappers
+        pass the resources from its packed vector)."""
         graph = ops.get_default_graph()
         for atomic in self.register():
             graph._add_function_recursive(atomic)  # noqa: SLF001 (what a call in a graph does)
         attrs = context.context().function_call_options.as_attrs()
         op = atomic_function.partitioned_call_op(
-            name=self.name, args=list(handles) + list(self.captured), is_stateful=True,
+            name=self.name, args=list(handles) + list(captured), is_stateful=True,
             tout=[tf.int32.as_datatype_enum], config=attrs["config_proto"],
             executor_type=attrs["executor_type"])
         return op.outputs[0]

@@ -111,8 +111,8 @@ class Runtime:
             for name, index, constant in self.folded:
                 value = entry_values[index]
                 if type(value) is not type(constant) or value != constant:
-                    raise EntryGuardFailed(f"{name}: expected {constant!r}, got {value!r}",
-                                           name)
+                    raise EntryGuardFailed(f"{self.variant.plan.spell(name)}: expected "
+                                           f"{constant!r}, got {value!r}", name)
         nested_start = session.nested_start
         if nested_start is not None:  # run by the caller's TF part: no part number to send
             session.nested_start = None

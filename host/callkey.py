@@ -27,6 +27,7 @@ class CallKeys:
         self._guards: tuple[str, ...] = ()  # captured names and paths (union over variants)
         self._split: tuple[list[str], ...] = ()  # the same, split at their dots
         self.last: tuple | None = None     # the key of the variant built last
+        self.calls = 0  # calls bound so far (the clock of Assumptions.note_path_value)
 
     @property
     def guards(self) -> tuple[str, ...]:
@@ -40,6 +41,7 @@ class CallKeys:
     def values(self, args: tuple, kwargs: dict) -> dict:
         """The arguments by parameter name, defaults applied (TypeError if they do not
         bind, as the function would raise)."""
+        self.calls += 1
         if not kwargs and len(args) == len(self._positional):  # the common case, fast
             return dict(zip(self._positional, args))
         bound = self.signature.bind(*args, **kwargs)
@@ -66,7 +68,7 @@ class CallKeys:
     def missed(self, key: tuple, values: dict) -> str:
         """Why `key` matched no variant ("expected X, got Y"); numbers on objects that keep
         changing stop being guarded (they are sent from now on)."""
-        reason = self.assumed.miss(self.last, key, list(values), self.guards)
+        reason = self.assumed.miss(self.last, key, list(values), self.guards, self.calls)
         dynamic = self.assumed.dynamic_paths
         self.guards = tuple(g for g in self.guards if g not in dynamic)
         return reason
@@ -77,7 +79,7 @@ class CallKeys:
         for guard in self.guards:
             value = guard_value(signature.resolve(guard, values, self.lookup))
             if isinstance(value, tuple):
-                self.assumed.note_path_value(guard, value)
+                self.assumed.note_path_value(guard, value, self.calls)
         self.last = self.key(values)
         return self.last
 

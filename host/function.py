@@ -334,6 +334,14 @@ class _BoundSliced:
         self._sliced, self._obj = sliced, obj
 
     @property
+    def __self__(self):  # as a bound method's (the slicer's callee analysis reads them)
+        return self._obj
+
+    @property
+    def __func__(self) -> SlicedFunction:
+        return self._sliced
+
+    @property
     def __signature__(self) -> inspect.Signature:  # as a bound method's (Keras reads it)
         params = list(self._sliced.keys.signature.parameters.values())
         return self._sliced.keys.signature.replace(parameters=params[1:])

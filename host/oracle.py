@@ -29,6 +29,7 @@ _HOST_MODULES = ("numpy", "math", "random", "statistics", "builtins", "operator"
 _TF_CONTEXTS = (tf.GradientTape,)
 _TF_CONTEXT_MAKERS = (tf.name_scope, tf.device)  # functions in TF 2, classes in some versions
 _CONSTANT_MAKERS = (tf.constant, tf.convert_to_tensor)
+_TF_FUNCTION = tf.types.experimental.GenericFunction
 _EFFECT_MODULES = ("tensorflow.python.ops.logging_ops", "tensorflow.python.ops.check_ops",
                    "tensorflow.python.ops.summary_ops_v2")
 # Python-level TF utilities are not TF ops: eager runs them as Python on every call (they
@@ -96,6 +97,10 @@ def classify(obj: Any) -> Kind:
     keras_kind = _keras_kind(obj)
     if keras_kind is not None:
         return keras_kind
+    if isinstance(getattr(type(obj), "__call__", None), _TF_FUNCTION):
+        # a tf.Module whose __call__ is a tf.function (the TF Core guides' MLP): calling
+        # it runs its traced graph, eagerly as in the TF part
+        return Kind.TF_OP
     if callable(obj):
         module = getattr(obj, "__module__", None) or type(obj).__module__ or ""
         if obj in _CONSTANT_MAKERS:
@@ -191,11 +196,11 @@ def _all_tf_below(layer: Any) -> bool:
     for sub in layer._flatten_layers(include_self=True, recursive=True):
         if _keras_own(sub):
             continue
-        if not sub.built:
+        cls = type(sub)
+        if not sub.built and not _uncallable(cls):
             if unbuilt.seen is not None:
                 unbuilt.seen.append(sub)
             return False
-        cls = type(sub)
         if _top(getattr(cls.__call__, "__module__", "") or "") != "keras":
             return False
         call = cls.call
@@ -204,3 +209,10 @@ def _all_tf_below(layer: Any) -> bool:
         if kind_of_layer_call(call, sub, classify) is None:
             return False
     return True
+
+
+def _uncallable(cls: type) -> bool:
+    """A user's Keras class that keeps Keras's abstract `call` (a model used only through
+    its own methods, `vae.encode(x)`): calling it never builds it, so `built` stays False;
+    its weights are its sublayers', each judged on its own."""
+    return cls.call is keras.Model.call or cls.call is keras.layers.Layer.call

@@ -109,7 +109,8 @@ class Session:
                 dtypes = part.dtypes(channel.index)
                 queue = make_queue(dtypes, channel.to_tf)
                 label = (f"channel {channel.index} ({channel.kind.name.lower()} "
-                         f"{', '.join(channel.names)}) of {part.plan.qualname} at "
+                         f"{part.plan.user_terms(', '.join(channel.names))}) of "
+                         f"{part.plan.qualname} at "
                          f"{part.plan.filename}:{channel.lineno}")
                 channels.append(HostChannel(queue, dtypes, part.specs[channel.index], label, self,
                                             part.layouts.get(channel.index)))

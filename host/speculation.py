@@ -31,6 +31,8 @@ log = logging.getLogger("gpe")
 FOLDABLE = (bool, int, float)
 MAX_INT_VALUES = 4   # values of an int argument folded before it is sent
 MAX_PATH_VALUES = 2  # values of a number on an object (a flag, a rate) folded before it is sent
+PATH_WINDOW = 8      # ...counted over this many calls (a rate changed every 10 steps stays folded)
+MAX_PATH_VALUES_EVER = 6  # ...and in all (a value that never repeats: a variant each otherwise)
 MAX_SHAPES = 2       # exact shapes of a tensor argument before its changing dimensions relax
 MAX_UNFOLDS = 2      # times a folded entry value may change before it is sent
 
@@ -43,7 +45,7 @@ class Assumptions:
         self.shapes: dict[str, list] = {}        # a tensor argument's shapes seen
         self.relaxed: dict[str, tuple] = {}      # argument -> dimensions any size may take
         self.exact: set[str] = set()             # arguments whose relaxed variant failed
-        self.path_values: dict[str, set] = {}    # values seen of numbers read by paths
+        self.path_values: dict[str, dict] = {}   # values of numbers read by paths: last call
         self.dynamic_paths: set[str] = set()     # ...that change too often to be folded
         self.fold_failures: dict[str, int] = {}  # entry values that broke their constant
         self.unfolded: set[str] = set()          # entry values never folded again
@@ -114,12 +116,17 @@ class Assumptions:
             del self.relaxed[name]
         return relaxed
 
-    def note_path_value(self, path: str, value: tuple) -> bool:
-        """A Python number read by the TF part when built took `value`; True once it has
-        taken more than MAX_PATH_VALUES (it is sent as a value from then on)."""
-        seen = self.path_values.setdefault(path, set())
-        seen.add(value)
-        if len(seen) > MAX_PATH_VALUES and path not in self.dynamic_paths:
+    def note_path_value(self, path: str, value: tuple, call: int = 0) -> bool:
+        """A Python number read by the TF part when built took `value` at the `call`th
+        call; True once it has taken more than MAX_PATH_VALUES within PATH_WINDOW calls,
+        or MAX_PATH_VALUES_EVER in all (it is sent as a value from then on). A schedule that changes a rate every few
+        dozen steps keeps a folded variant per value; one that changes it every step
+        (a warm-up) is sent."""
+        seen = self.path_values.setdefault(path, {})
+        seen[value] = call
+        recent = {v for v, at in seen.items() if at > call - PATH_WINDOW}
+        if (len(recent) > MAX_PATH_VALUES or len(seen) > MAX_PATH_VALUES_EVER) and \
+                path not in self.dynamic_paths:
             self.dynamic_paths.add(path)
             log.info("%s: %s keeps changing; sent as a value from now on", self.qualname, path)
         return path in self.dynamic_paths
@@ -132,7 +139,8 @@ class Assumptions:
         log.info("%s: %s changed; slicing again%s", self.qualname, name,
                  " (sent as a value from now on)" if count >= MAX_UNFOLDS else "")
 
-    def miss(self, last: tuple, key: tuple, names: list[str], guards: tuple[str, ...]) -> str:
+    def miss(self, last: tuple, key: tuple, names: list[str], guards: tuple[str, ...],
+             call: int = 0) -> str:
         """Why `key` matched no variant: its first difference from `last` (the key of the
         variant built last), as "expected X, got Y"."""
         for i, (old, new) in enumerate(zip(last, key)):
@@ -143,22 +151,36 @@ class Assumptions:
                         f"{signature.text(new)}")
             guard = guards[i - len(names)] if i - len(names) < len(guards) else "?"
             if isinstance(old, tuple) and isinstance(new, tuple):  # Python numbers
-                self.note_path_value(guard, new)
+                self.note_path_value(guard, new, call)
                 return f"{guard}: expected {old[1]!r}, got {new[1]!r}"
             return f"{guard}: expected the object seen when sliced, got another one"
         return "a new argument signature"
 
 
 def guard_value(obj) -> Any:
-    """A captured object's part of the call key: its identity, or for a Python number (read
-    by the TF part as a constant) its type and value."""
+    """A captured object's part of the call key: its identity, for a Python number (read
+    by the TF part as a constant) its type and value, for a list its elements' identities."""
     if type(obj) in FOLDABLE:
         return (type(obj).__name__, obj)
     if inspect.ismethod(obj):  # made anew on each access: its object and function
         return ("method", id(obj.__self__), id(obj.__func__))
     if getattr(type(obj), "_gpe_sliced", False) and hasattr(obj, "_obj"):
         return ("method", id(obj._obj), id(obj._sliced))  # a sliced method, bound
+    if type(obj) in (list, tuple) and len(obj) <= MAX_ITEMS_GUARDED:
+        # a list of variables on an object (`model.variables`): what the TF part reads
+        # is its elements (the list may be the same object with other contents)
+        return Items(tuple(id(v) for v in obj))
     return id(obj)
+
+
+MAX_ITEMS_GUARDED = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class Items:
+    """A captured list's part of the call key: the identities of its elements."""
+
+    ids: tuple
 
 
 def _shape_free(described: tuple) -> tuple:
@@ -198,8 +220,10 @@ def channel_specs(plan: SlicePlan, runs: list[dict[int, list]],
         bad = tuple(name for name, (_, leaves) in zip(channel.names, pairs)
                     if not all(_sendable(leaf) for leaf in leaves))
         if bad:
-            raise Unsendable(f"{', '.join(bad)} cannot cross into the TF part (line "
-                             f"{channel.lineno})", bad)
+            what = ", ".join(plan.spell(n) for n in bad)
+            raise Unsendable(f"{what} ({plan.where(channel.lineno)}) cannot cross into the "
+                             "TF part (not a tensor or Python number: TF work that reads it "
+                             "runs on the host)", bad)
         layouts[channel.index] = [layout for layout, _ in pairs]
         found = [spec_of(leaf) for _, leaves in pairs for leaf in leaves]
         if channel.kind == ChannelKind.ENTRY:
@@ -255,6 +279,11 @@ def _relax_entry(channel, layouts, found, relaxed) -> list:
 
 
 def _sendable(value) -> bool:
+    """A tf.Variable made or picked by host code is not sent: it would arrive as its
+    value, a tensor no tape watches and no `assign` reaches (gradients None, silently
+    zero with `unconnected_gradients`); TF work that reads it runs on the host."""
+    if isinstance(value, tf.Variable):
+        return False
     try:
         spec_of(value)
     except Unsendable:

@@ -26,6 +26,9 @@ class Key(enum.Enum):
             "to a TF object; the TF part reads it when traced, guarded by identity")
     CALLEE = ("bool: a call of a user function whose body is all TF work; the TF part calls "
               "the callee's own FunctionDef")
+    CALLEE_READS = ("tuple of (dotted path, bool) on a CALLEE call: what the callee reads from "
+                    "the objects passed to it (`model.w1`; True: a Python number, `hp.rate`), "
+                    "as the caller names them; captured and guarded as the caller's PATHs")
     ORIGIN = "int: source line (in the user's file) the statement was derived from"
     ENTRY = "tuple of names sent host->TF when a call starts (on the FunctionDef; crossings)"
     OUTPUTS = "tuple of names the TF part sends to the host right after this statement"

@@ -4,18 +4,22 @@
 facts)` on it for arguments of those kinds (the pipeline gives its own passes up to
 placement: this module reads `Key.PLACE` and `Key.EFFECT`), and returns `Kind.TF_OP` (or
 `TF_EFFECT_OP` when it writes TF state) if every statement of it runs in the TF part, else
-None. The kinds pass calls it through the hook the pipeline gives it. Such a call
+None. Arguments that are objects (a Keras model, an optimizer, a user's model object) are
+given by value, judged for that object: the result lists what the callee reads from them
+(`self.w1`, `self.rate`), which the caller captures and guards as its own paths (by
+identity; a Python number by value, and once it keeps changing the caller no longer
+treats the call as TF work: it would be frozen when the callee is traced). The kinds pass calls it through the hook the pipeline gives it. Such a call
 stays in the caller's TF part, where it becomes a call of the callee's own FunctionDef
 (no inlining). Anything else (host statements, recursion, *args) leaves the call on the
 host. Results are cached per function (weakly: a function no longer used elsewhere is
-collected with its closure) and argument kinds.
+collected with its closure), argument kinds and the objects' identities.
 """
 from __future__ import annotations
 
 import inspect
 import types
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import gast
 
@@ -23,12 +27,13 @@ from gpe.slicer import anno
 from gpe.slicer.anno import Key
 from gpe.slicer.errors import Refusal
 from gpe.slicer.facts import TF_KINDS, ArgFact, Facts, Kind
-from gpe.slicer.parser import Parsed, parse
+from gpe.slicer.parser import MISSING, Parsed, parse
 from gpe.slicer.placement import Place
 
 _ARG_KINDS = TF_KINDS | {Kind.PY_SCALAR}
 # function -> {argument kinds: its kind as a call}; weak, so functions can be collected
-_cache: "weakref.WeakKeyDictionary[types.FunctionType, dict[tuple, Kind | None]]" = \
+# (with objects: {kinds + their ids: (its kind, weak references to the objects)})
+_cache: "weakref.WeakKeyDictionary[types.FunctionType, dict[tuple, Any]]" = \
     weakref.WeakKeyDictionary()
 _active: set[Any] = set()  # functions being analysed (recursion stays on the host)
 
@@ -36,45 +41,99 @@ Analyse = Callable[[Parsed, Facts], None]
 """The pipeline's passes up to placement, run on a parsed callee."""
 
 
-def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse
-                 ) -> Kind | None:
-    if inspect.ismethod(fn):  # a method of an object (its `self` bound): not cached
-        return _method(fn, arg_kinds, facts, analyse)
+class Judged(NamedTuple):
+    """A callee found to be all TF work: its kind, and what it reads from the objects passed
+    to it: (argument position, attribute chain below it, True for a Python number)."""
+
+    kind: Kind
+    reads: tuple = ()
+
+
+def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse,
+                 objects: list | tuple = (), constants: list | tuple = ()) -> Judged | None:
+    """`objects`: per argument, the object it is (a Keras model, an optimizer, a user's
+    object: the callee sees it by value, as the caller's TF part captures it) or MISSING;
+    `constants`: per argument, True where the caller's value is fixed for its call (a
+    Python number folded there: the callee is traced with it)."""
+    if inspect.ismethod(fn):  # a method given to a TF op (strategy.run): not cached
+        kind = _method(fn, arg_kinds, facts, analyse)
+        return None if kind is None else Judged(kind)
     if not isinstance(fn, types.FunctionType) or fn in _active:
         return None
+    objects = list(objects) + [MISSING] * (len(arg_kinds) - len(objects))
+    constants = list(constants) + [False] * (len(arg_kinds) - len(constants))
     results = _cache.setdefault(fn, {})
-    key = tuple(arg_kinds)
-    if key not in results:
-        _active.add(fn)
-        try:
-            results[key] = _analyse(fn, arg_kinds, facts, analyse)
-        finally:
-            _active.discard(fn)
-    return results[key]
+    held = [o for o in objects if o is not MISSING]
+    key = tuple(arg_kinds) + tuple(constants) * any(constants) + tuple(id(o) for o in held)
+    if key in results and not held:
+        return None if results[key] is None else Judged(results[key])
+    if key in results and all(ref() is o for ref, o in zip(results[key][1], held)):
+        return results[key][0]  # the same objects (not new ones at the same address)
+    _active.add(fn)
+    try:
+        judged = _analyse(fn, arg_kinds, objects, constants, facts, analyse)
+    finally:
+        _active.discard(fn)
+    try:
+        results[key] = (judged, [weakref.ref(o) for o in held]) if held else (
+            judged and judged.kind)
+    except TypeError:  # an object without weak references: judged again next time
+        pass
+    return judged
 
 
-def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], facts: Facts, analyse: Analyse
-             ) -> Kind | None:
-    if not all(k in _ARG_KINDS for k in arg_kinds):
-        return None
+def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], objects: list, constants: list,
+             facts: Facts, analyse: Analyse) -> Judged | None:
     params = list(inspect.signature(fn).parameters.values())
     if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params) or \
             len(arg_kinds) > len(params):
         return None
-    args = {}
+    args, held = {}, {}
     for i, param in enumerate(params):
-        if i < len(arg_kinds):
-            args[param.name] = ArgFact(arg_kinds[i])
+        if i < len(arg_kinds) and objects[i] is not MISSING:
+            # bound into the callee's TF part; only chains to TF objects are read there
+            args[param.name] = ArgFact(Kind.HOST, constant=True, value=objects[i])
+            held[param.name] = objects[i]
+        elif i < len(arg_kinds) and arg_kinds[i] in _ARG_KINDS:
+            # a Python number the caller folded is fixed for the callee's trace too
+            args[param.name] = ArgFact(arg_kinds[i], constant=bool(constants[i]))
+        elif i < len(arg_kinds):
+            return None
         elif param.default is not param.empty and isinstance(param.default, (bool, int, float)):
-            args[param.name] = ArgFact(Kind.PY_SCALAR)
+            args[param.name] = ArgFact(Kind.PY_SCALAR, constant=True, value=param.default)
         else:
             return None
     try:
         parsed = parse(fn)
-        analyse(parsed, Facts(args=args, classify=facts.classify))
+        analyse(parsed, Facts(args=args, classify=facts.classify, objects=held))
     except (Refusal, SyntaxError, TypeError, ValueError):
         return None
-    return pure_body(parsed.node)
+    kind = pure_body(parsed.node)
+    if kind is None:
+        return None
+    position = {p.name: i for i, p in enumerate(params) if p.name in held}
+    return Judged(kind, tuple(sorted(_object_reads(parsed.node, position))))
+
+
+def _object_reads(fn: gast.FunctionDef, position: dict[str, int]) -> set[tuple]:
+    """(argument position, chain below it, a Python number?) for every attribute chain the
+    callee reads from an object argument, its own callees' reads included."""
+    reads = set()
+    for node in gast.walk(fn):
+        paths = [(anno.get(node, Key.PATH), anno.get(node, Key.KIND) == Kind.PY_SCALAR)] \
+            if isinstance(node, gast.Attribute) and anno.has(node, Key.PATH) else []
+        paths += [(p, number) for p, number in anno.get(node, Key.CALLEE_READS, ())]
+        for path, number in paths:
+            root, _, below = path.partition(".")
+            if root in position:
+                reads.add((position[root], "." + below if below else "", number))
+    return reads
+
+
+def reads_python_numbers(fn: gast.FunctionDef) -> bool:
+    """A Python number read from an object (`self.rate`): folded when traced."""
+    return any(isinstance(n, gast.Attribute) and anno.has(n, Key.PATH)
+               and anno.get(n, Key.KIND) == Kind.PY_SCALAR for n in gast.walk(fn))
 
 
 def _method(method: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse
@@ -105,20 +164,35 @@ def _method(method: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse
 
 
 def pure_body(fn: gast.FunctionDef) -> Kind | None:
-    """TF_OP/TF_EFFECT_OP if every statement is TF work (a final `return` of TF values)."""
+    """TF_OP/TF_EFFECT_OP if every statement is TF work (`return` of TF values; an `if` on
+    a value fixed for the call, such as a default `apply_sigmoid=False`, whose branches
+    are: the callee is traced per value, so Python takes the branch when it is traced)."""
+    effect = _pure(fn.body)
+    if effect is None:
+        return None
+    return Kind.TF_EFFECT_OP if effect else Kind.TF_OP
+
+
+def _pure(body: list[gast.stmt]) -> bool | None:
+    """None if a statement of `body` is host work, else whether one changes TF state."""
     effect = False
-    body = fn.body
-    for i, stmt in enumerate(body):
-        place_ = anno.get(stmt, Key.PLACE)
-        if isinstance(stmt, gast.Return) and i == len(body) - 1:
+    for stmt in body:
+        if isinstance(stmt, gast.Return):
             if stmt.value is not None and not _tf_names(stmt.value):
                 return None
             continue
-        if place_ not in (Place.TF, Place.BOTH):
+        if isinstance(stmt, gast.If) and anno.get(stmt.test, Key.CONSTANT) and \
+                anno.get(stmt, Key.PLACE) != Place.TF:
+            branches = [_pure(stmt.body), _pure(stmt.orelse)]
+            if None in branches:
+                return None
+            effect = effect or any(branches)
+            continue
+        if anno.get(stmt, Key.PLACE) not in (Place.TF, Place.BOTH):
             return None
         effect = effect or bool(anno.get(stmt, Key.EFFECT)) or any(
             anno.get(s, Key.EFFECT) for s in gast.walk(stmt) if isinstance(s, gast.stmt))
-    return Kind.TF_EFFECT_OP if effect else Kind.TF_OP
+    return effect
 
 
 def _tf_names(value: gast.expr) -> bool:

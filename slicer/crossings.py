@@ -33,6 +33,7 @@ from gpe.slicer.facts import TF_KINDS, Facts, Kind
 from gpe.slicer.hoist import is_tf_with
 from gpe.slicer.parser import MISSING, Parsed
 from gpe.slicer.placement import Place, mirrored_statements
+from gpe.slicer.words import spell, temporaries
 
 _HOST, _TF, _BOTH = "host", "tf", "both"
 
@@ -224,7 +225,8 @@ class _Crossings:
                 anno.get(d, Key.PLACE) == Place.TF or anno.get(d, Key.MIRROR))]
             for definer in definers:
                 if isinstance(definer, gast.For) and _bound_by_loop(definer, name):
-                    raise Refusal("unsupported-order", f"`{name}` is set by a loop the TF part "
+                    what = spell(name, temporaries(self.parsed.node))
+                    raise Refusal("unsupported-order", f"{what} is set by a loop the TF part "
                                   "unrolls, and read on the host after it", "",
                                   self.parsed.filename, stmt.lineno)
                 outputs = anno.get(definer, Key.OUTPUTS, ())

@@ -170,6 +170,9 @@ def _loop_or_branch(stmt, counter) -> list[gast.stmt]:
     computes them again at the end of its body, unless a `continue` would skip that)."""
     stmt.body = _block(stmt.body, counter)
     stmt.orelse = _block(stmt.orelse, counter)
+    invariant = _invariant_reads(stmt)
+    if invariant:
+        stmt.body = [s for s in stmt.body if s not in invariant]
     if isinstance(stmt, gast.While) and any(
             isinstance(n, gast.Continue) for n in _own_statements(stmt.body)):
         return []
@@ -183,6 +186,7 @@ def _loop_or_branch(stmt, counter) -> list[gast.stmt]:
         hoister = _Hoister(counter, to_host=False)
         setattr(stmt, header, hoister.visit(node))
         pre = hoister.pre
+    pre = invariant + pre
     if isinstance(stmt, gast.While) and pre:  # computed again before each later test
         for assign in pre:
             again = copy.deepcopy(assign)
@@ -190,6 +194,37 @@ def _loop_or_branch(stmt, counter) -> list[gast.stmt]:
             anno.set(again, Key.ORIGIN, anno.get(stmt, Key.ORIGIN, stmt.lineno))
             stmt.body.append(again)
     return pre
+
+
+def _invariant_reads(stmt) -> list[gast.stmt]:
+    """`for v, g in zip(model.variables, grads): v.assign_sub(hp.rate * g)`, `hp.rate` a
+    number sent (not folded): its host temporary moves before the loop, which stays all TF
+    work. Only where nothing in the loop can change it (every other statement is TF work,
+    the chain's root is not bound there) and the loop runs over TF values (lists of
+    variables are never empty), so the read happens as eagerly, on the loop's first pass."""
+    if not isinstance(stmt, gast.For) or stmt.orelse or \
+            anno.get(stmt.iter, Key.KIND) != Kind.TF_OBJECT:
+        return []
+    bound = {n.id for n in gast.walk(stmt) if isinstance(n, gast.Name)
+             and isinstance(n.ctx, gast.Store)}
+    reads, rest = [], []
+    for inner in stmt.body:
+        if isinstance(inner, gast.Assign) and _chain_read(inner.value, bound) and \
+                inner.targets[0].id.startswith("_gpe_h"):
+            reads.append(inner)
+        else:
+            rest.append(inner)
+    if not reads or not all(is_tf_statement(s) for s in rest):
+        return []
+    return reads
+
+
+def _chain_read(node: gast.expr, bound: set) -> bool:
+    if not isinstance(node, gast.Attribute):
+        return False
+    while isinstance(node, gast.Attribute):
+        node = node.value
+    return isinstance(node, gast.Name) and node.id not in bound
 
 
 def _own_statements(stmts):

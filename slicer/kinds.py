@@ -3,9 +3,10 @@
 `resolve(parsed, facts)` walks the function's statements in program order and sets
 `Key.KIND` on every expression node it can see, starting from the argument facts and
 the objects the function's free names refer to. Needs nothing to have run first; run
-it again after a pass that adds statements. A call of a user function on TF values asks
-`callee(fn, arg_kinds, facts)` (the pipeline's callee analysis, slicer/callees.py) whether
-the call is TF work; without a `callee`, such a call stays on the host.
+it again after a pass that adds statements. A call of a user function on TF values (or on
+TF objects: `compute_loss(model, x)`), or of a user method of a TF object (`model.encode(x)`)
+asks `callee(fn, arg_kinds, facts, objects)` (the pipeline's callee analysis,
+slicer/callees.py) whether the call is TF work; without a `callee`, it stays on the host.
 """
 from __future__ import annotations
 
@@ -15,21 +16,26 @@ from typing import Any, Callable, Optional
 
 import gast
 
-from gpe.slicer import anno, fnargs
+from gpe.slicer import anno, callsites, fnargs
 from gpe.slicer.anno import Key
-from gpe.slicer.facts import (CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES, TF_CALLABLES,
-                          STRUCTURAL_BUILTINS,
-                          TF_KINDS, VARIABLE_EFFECT_METHODS, Facts, Kind)
+from gpe.slicer.facts import (CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES,
+                              STRUCTURAL_BUILTINS, TF_KINDS, VARIABLE_EFFECT_METHODS, Facts,
+                              Kind)
+from gpe.slicer.chains import (CAPTURABLE as _CAPTURABLE, bound_names, chain_root,
+                                chain_value, dotted, is_range, is_static, mutated_roots,
+                                stable, static_value, stored_names, user_code)
 from gpe.slicer.parser import MISSING, Parsed
 
+_STATIC_META = frozenset({"shape", "dtype", "ndim"})
 _SCALAR_BUILTINS = {"float": Kind.PY_SCALAR, "int": Kind.PY_SCALAR, "bool": Kind.PY_SCALAR}
 _DATA_TYPES = (list, dict, tuple, set, str, bytes, type(None))
 _PLAIN = frozenset({Kind.PY_SCALAR, Kind.HOST_DATA})
 
 
-CalleeKind = Callable[[Any, "list[Kind]", Facts], Optional[Kind]]
-"""`callee(fn, arg_kinds, facts)`: TF_OP or TF_EFFECT_OP for a call of `fn` on arguments of
-those kinds that is all TF work, else None."""
+CalleeKind = Callable[[Any, "list[Kind]", Facts, list], Optional[Kind]]
+"""`callee(fn, arg_kinds, facts, objects)`: TF_OP or TF_EFFECT_OP for a call of `fn` on
+arguments of those kinds (`objects`: per argument, the TF object it is, or MISSING) that is
+all TF work, else None."""
 
 
 def resolve(parsed: Parsed, facts: Facts, callee: CalleeKind | None = None) -> None:
@@ -37,24 +43,12 @@ def resolve(parsed: Parsed, facts: Facts, callee: CalleeKind | None = None) -> N
     _Inferer(parsed, facts, env, callee).block(parsed.node.body)
 
 
-def static_value(node: gast.AST, parsed: Parsed) -> Any:
-    """The object a Name or dotted Attribute chain refers to in the namespace, or MISSING."""
-    if isinstance(node, gast.Name):
-        return parsed.lookup(node.id)
-    if isinstance(node, gast.Attribute):
-        base = static_value(node.value, parsed)
-        if base is MISSING:
-            return MISSING
-        return getattr(base, node.attr, MISSING)
-    return MISSING
-
-
 class _Inferer:
     def __init__(self, parsed: Parsed, facts: Facts, env: dict[str, Kind],
                  callee: CalleeKind | None):
         self.parsed, self.facts, self.env, self.callee = parsed, facts, env, callee
-        self.local_names = _bound_names(parsed.node)
-        self.rebound = _stored_names(parsed.node)  # arguments the function reassigns
+        self.local_names = bound_names(parsed.node)
+        self.rebound = stored_names(parsed.node)  # arguments the function reassigns
         self.mutated = self._mutated_roots()  # objects whose attributes may change here
         self.constants = {n for n, f in facts.args.items()  # names fixed for the call
                           if f.constant and f.kind in (Kind.PY_SCALAR, Kind.HOST_DATA)}
@@ -77,7 +71,7 @@ class _Inferer:
                                 and anno.get(node.value, Key.CONSTANT, False))
         elif isinstance(node, gast.For):
             self.expr(node.iter)
-            counting = _is_range(node.iter) and anno.get(node.iter, Key.CONSTANT, False)
+            counting = is_range(node.iter) and anno.get(node.iter, Key.CONSTANT, False)
             if not counting:
                 self._note_constant(node.target, False)
             self._bind_loop_target(node.target, node.iter)
@@ -107,7 +101,7 @@ class _Inferer:
         through enumerate and zip), else a host value."""
         func = iterable.func.id if isinstance(iterable, gast.Call) and isinstance(
             iterable.func, gast.Name) else None
-        if _is_range(iterable):
+        if is_range(iterable):
             self.bind(target, Kind.PY_SCALAR, None)
         elif func == "enumerate" and len(iterable.args) == 1 and isinstance(
                 target, (gast.Tuple, gast.List)) and len(target.elts) == 2:
@@ -126,7 +120,7 @@ class _Inferer:
                 self._bind_loop_target(elt, arg)
         else:
             kind = anno.get(iterable, Key.KIND)
-            value = static_value(iterable, self.parsed)
+            value = self.value_of(iterable)
             if isinstance(value, (list, tuple)) and value and all(
                     self.classify(v) == Kind.VARIABLE for v in value):
                 self.bind(target, Kind.VARIABLE, None)  # for p in params: p.assign(...)
@@ -135,7 +129,7 @@ class _Inferer:
                                                           Kind.TF_OBJECT) else Kind.HOST, None)
 
     def _mutated_roots(self) -> set[str]:
-        return _mutated_roots(self.parsed.node, self.facts.objects, self.classify)
+        return mutated_roots(self.parsed.node, self.facts.objects, self.classify)
 
     def _note_constant(self, target: gast.AST, constant: bool) -> None:
         names = [n.id for n in gast.walk(target) if isinstance(n, gast.Name)]
@@ -184,7 +178,7 @@ class _Inferer:
                     and anno.get(node.func, Key.KIND) == Kind.HOST_FN and not node.keywords
                     and all(anno.get(a, Key.CONSTANT, False) for a in node.args))
         if isinstance(node, (gast.BinOp, gast.UnaryOp, gast.Compare, gast.BoolOp, gast.IfExp,
-                             gast.Tuple)):
+                             gast.Tuple, gast.Subscript)):
             return all(anno.get(c, Key.CONSTANT, False) for c in gast.iter_child_nodes(node)
                        if isinstance(c, gast.expr))
         return False
@@ -208,7 +202,7 @@ class _Inferer:
         metric, an optimizer): captured by the TF part, the call key guards its identity."""
         value = self.facts.objects[node.id]
         kind = self.classify(value)
-        if kind in (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_OBJECT) and _stable(value):
+        if kind in (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_OBJECT) and stable(value):
             anno.set(node, Key.PATH, node.id)
             return kind
         return Kind.HOST
@@ -219,7 +213,7 @@ class _Inferer:
         env, constants = dict(self.env), set(self.constants)
         gen = node.generators[0]
         self.expr(gen.iter)
-        counting = (len(node.generators) == 1 and not gen.ifs and _is_range(gen.iter)
+        counting = (len(node.generators) == 1 and not gen.ifs and is_range(gen.iter)
                     and anno.get(gen.iter, Key.CONSTANT, False)
                     and isinstance(gen.target, gast.Name))
         self._bind_loop_target(gen.target, gen.iter)
@@ -238,28 +232,36 @@ class _Inferer:
         if base in (Kind.TENSOR, Kind.VARIABLE):
             if node.attr in MATERIALIZE_METHODS:
                 return Kind.HOST_FN
+            if node.attr in _STATIC_META and self._exact_tensor_argument(node.value):
+                anno.set(node, Key.CONSTANT, True)  # `x.shape[0]`: the call key fixes it
+                return Kind.HOST_DATA
             return Kind.HOST if node.attr in META_ATTRIBUTES else Kind.TF_OP
         if base == Kind.TF_OBJECT and not _is_static(node.value, self):
             return Kind.TF_OP  # tape.gradient, tape.watch
         if base == Kind.HOST_DATA:
             return Kind.HOST_FN
-        root = _chain_root(node)
+        root = chain_root(node)
         if root is not None and root.id in self.facts.objects and root.id not in self.rebound:
-            value = _chain_value(node, self.facts.objects[root.id])
+            value = chain_value(node, self.facts.objects[root.id])
             if base in (Kind.TF_OBJECT, Kind.TF_OP, Kind.TF_EFFECT_OP) and isinstance(
                     value, (list, tuple)):
                 return Kind.TF_OBJECT  # self.model.trainable_variables, as above
             kind = self.classify(value)
             if kind == Kind.SLICED_FN:
                 return kind  # self.encode: the call is a nested sliced call
-            if kind in _CAPTURABLE and _stable(value):
-                anno.set(node, Key.PATH, _dotted(node))
+            if kind == Kind.TF_OBJECT and isinstance(value, (list, tuple)):
+                # variables in a list on an object (`model.variables`): read when the TF
+                # part is traced; the call key guards each element's identity
+                anno.set(node, Key.PATH, dotted(node))
+                return kind
+            if kind in _CAPTURABLE and stable(value):
+                anno.set(node, Key.PATH, dotted(node))
                 return kind
             if (type(value) in (bool, int, float) and root.id not in self.mutated
-                    and _dotted(node) not in self.facts.dynamic_paths):
+                    and dotted(node) not in self.facts.dynamic_paths):
                 # a Python number on an object: the TF part reads it when built, as
                 # eager code would see it; the call key guards its value (JANUS folding)
-                anno.set(node, Key.PATH, _dotted(node))
+                anno.set(node, Key.PATH, dotted(node))
                 anno.set(node, Key.CONSTANT, True)
                 return Kind.PY_SCALAR
             if kind in _CAPTURABLE and root is not node.value:
@@ -274,8 +276,8 @@ class _Inferer:
                 # model may not be built yet while the function is being sliced)
                 return Kind.TF_OBJECT
             kind = self.classify(value)
-            if kind in _CAPTURABLE and base != Kind.TF_MODULE and _stable(value):
-                anno.set(node, Key.PATH, _dotted(node))
+            if kind in _CAPTURABLE and base != Kind.TF_MODULE and stable(value):
+                anno.set(node, Key.PATH, dotted(node))
             return kind
         return Kind.HOST
 
@@ -285,7 +287,7 @@ class _Inferer:
             self.expr(arg)
         for keyword in node.keywords:
             self.expr(keyword.value)
-        if fkind == Kind.HOST and not node.keywords and _is_static(node.func, self):
+        if fkind in (Kind.HOST, Kind.SLICED_FN) and not node.keywords:
             callee_kind = self._callee(node)
             if callee_kind is not None:
                 anno.set(node, Key.CALLEE, True)
@@ -320,11 +322,52 @@ class _Inferer:
                 and getattr(value, "__module__", None) == self.parsed.fn.__module__)
 
     def _callee(self, node: gast.Call) -> Kind | None:
-        """A user function called on TF values whose body is all TF work (see resolve)."""
-        arg_kinds = [anno.get(a, Key.KIND) for a in node.args]
-        if self.callee is None or not any(k in TF_KINDS for k in arg_kinds):
+        """A user function called on TF values or objects whose body is all TF work (see
+        resolve), a user method of an object (`model.encode(x)`), a call of a user's
+        object with its own `__call__` (`model(x, rate)`), or a user function passed as an
+        argument (`loss(y_pred, y)`: guarded by identity): an object is the callee's
+        first argument. What the callee reads from objects it is given becomes the call's
+        CALLEE_READS, in the caller's names (captured and guarded by the caller)."""
+        target = callsites.target(self, node) if self.callee is not None else None
+        if target is None:
             return None
-        return self.callee(static_value(node.func, self.parsed), arg_kinds, self.facts)
+        fn, sites = target
+        arg_kinds = [anno.get(a, Key.KIND) for a in sites]
+        objects = [self.object_of(a) for a in sites]
+        if not any(k in TF_KINDS for k in arg_kinds) and all(o is MISSING for o in objects):
+            return None
+        constants = [bool(anno.get(a, Key.CONSTANT)) for a in sites]
+        judged = self.callee(fn, arg_kinds, self.facts, objects, constants)
+        reads = judged and callsites.reads(self, judged.reads, sites)
+        if reads is None:
+            return None
+        if isinstance(node.func, gast.Name) and node.func.id in self.facts.objects:
+            anno.set(node.func, Key.PATH, node.func.id)  # the function passed: its identity
+        anno.set(node, Key.CALLEE_READS, reads)
+        return judged.kind
+
+    def value_of(self, node: gast.AST) -> Any:
+        """The object a Name/Attribute chain refers to when slicing: through an object
+        argument the function does not rebind, or the namespace; else MISSING."""
+        root = chain_root(node)
+        if root is None or root.id in self.rebound:
+            return MISSING
+        if root.id in self.facts.objects:
+            return chain_value(node, self.facts.objects[root.id])
+        return static_value(node, self.parsed) if _is_static(node, self) else MISSING
+
+    def object_of(self, node: gast.AST) -> Any:
+        """The object (a model, a layer, an optimizer, a user's object) an argument
+        expression refers to, or MISSING (a tensor, a number, plain data, a host value
+        that is no object: the callee's own analysis decides what it may do with one)."""
+        if anno.get(node, Key.KIND) not in (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_OBJECT,
+                                            Kind.HOST):
+            return MISSING
+        value = self.value_of(node)
+        if value is MISSING or isinstance(value, _DATA_TYPES) or not stable(value) or \
+                inspect.isroutine(value) or inspect.ismodule(value) or isinstance(value, type):
+            return MISSING
+        return value
 
     def _BinOp(self, node: gast.BinOp) -> Kind:
         return self._join([self.expr(node.left), self.expr(node.right)])
@@ -341,9 +384,18 @@ class _Inferer:
             return Kind.HOST
         return self._join(kinds)
 
+    def _exact_tensor_argument(self, node: gast.AST) -> bool:
+        """A tensor argument the function does not rebind whose dtype and every dimension
+        the call key fixes (its static shape in the TF part is eager's)."""
+        fact = self.facts.args.get(node.id) if isinstance(node, gast.Name) else None
+        return (fact is not None and fact.kind == Kind.TENSOR and node.id not in self.rebound
+                and fact.shape is not None and None not in fact.shape)
+
     def _Subscript(self, node: gast.Subscript) -> Kind:
         base = self.expr(node.value)
         self.expr(node.slice)
+        if anno.get(node.value, Key.CONSTANT) and base == Kind.HOST_DATA:
+            return Kind.PY_SCALAR if anno.get(node.slice, Key.CONSTANT) else Kind.HOST_DATA
         return Kind.TENSOR if base in TF_KINDS else Kind.HOST
 
     def _Slice(self, node: gast.Slice) -> Kind:
@@ -393,86 +445,8 @@ class _Inferer:
         return Kind.HOST
 
 
-def _is_static(node: gast.AST, inferer: _Inferer) -> bool:
-    """A Name/Attribute chain rooted at a free (global/closure) name, not a local."""
-    while isinstance(node, gast.Attribute):
-        node = node.value
-    return isinstance(node, gast.Name) and node.id not in inferer.env and (
-        node.id not in inferer.local_names)
+_is_static = is_static
 
-
-_CAPTURABLE = frozenset({Kind.VARIABLE, Kind.TENSOR, Kind.TF_OBJECT, Kind.TF_OP,
-                         Kind.TF_EFFECT_OP})
-
-
-def _is_range(node: gast.AST) -> bool:
-    return (isinstance(node, gast.Call) and isinstance(node.func, gast.Name)
-            and node.func.id == "range")
-
-
-def _stable(value: Any) -> bool:
-    """An object kept as an attribute (a variable, a layer), not one made on each access
-    (a bound method, a property's fresh list): only those are guarded by identity."""
-    return not (inspect.ismethod(value) or isinstance(value, (list, tuple)))
-
-
-def _mutated_roots(fn: gast.FunctionDef, objects, classify) -> set[str]:
-    """Names whose objects this function may change: an attribute or item of theirs is
-    assigned, one of their methods (or a method of an attribute) that is not TF's is
-    called, or they are passed to a call."""
-    roots = set()
-    for node in gast.walk(fn):
-        if isinstance(node, (gast.Attribute, gast.Subscript)) and isinstance(
-                node.ctx, (gast.Store, gast.Del)):
-            root = _chain_root(node.value if isinstance(node, gast.Subscript) else node)
-            if root is not None:
-                roots.add(root.id)
-        elif isinstance(node, gast.Call):
-            root = _chain_root(node.func) if isinstance(node.func, gast.Attribute) else None
-            if root is not None:
-                value = _chain_value(node.func, objects[root.id]) if root.id in objects \
-                    else MISSING
-                if value is MISSING or classify(value) not in TF_CALLABLES | _CAPTURABLE:
-                    roots.add(root.id)  # self.update(), self.history.append(...)
-            for arg in node.args + [k.value for k in node.keywords]:
-                if isinstance(arg, gast.Name):
-                    roots.add(arg.id)
-    return roots
-
-
-def _chain_root(node: gast.AST) -> gast.Name | None:
-    while isinstance(node, gast.Attribute):
-        node = node.value
-    return node if isinstance(node, gast.Name) else None
-
-
-def _chain_value(node: gast.AST, root_value: Any) -> Any:
-    if isinstance(node, gast.Name):
-        return root_value
-    base = _chain_value(node.value, root_value)
-    return MISSING if base is MISSING else getattr(base, node.attr, MISSING)
-
-
-def _dotted(node: gast.AST) -> str:
-    if isinstance(node, gast.Name):
-        return node.id
-    return f"{_dotted(node.value)}.{node.attr}"
-
-
-def _stored_names(fn: gast.FunctionDef) -> set[str]:
-    return {n.id for n in gast.walk(fn) if isinstance(n, gast.Name)
-            and isinstance(n.ctx, (gast.Store, gast.Del))}
-
-
-def _bound_names(fn: gast.FunctionDef) -> set[str]:
-    names = {a.id for a in fn.args.args + fn.args.kwonlyargs}
-    for extra in (fn.args.vararg, fn.args.kwarg):
-        if extra is not None:
-            names.add(extra.id)
-    for node in gast.walk(fn):
-        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
-            names.add(node.id)
-    return names
 
 
 def effect_call(node: gast.AST) -> bool:

@@ -22,7 +22,7 @@ import gast
 
 from gpe.slicer import anno
 from gpe.slicer.anno import Key
-from gpe.slicer.callees import pure_body
+from gpe.slicer.callees import pure_body, reads_python_numbers
 from gpe.slicer.errors import Refusal
 from gpe.slicer.facts import ArgFact, Facts, Kind
 from gpe.slicer.parser import parse
@@ -47,12 +47,7 @@ def kind_of_layer_call(call: Callable, layer: Any, classify: Callable[[Any], Kin
         analyse(parsed, facts, until=Pass.PLACEMENT)
     except (Refusal, SyntaxError, TypeError, ValueError):
         return None
-    if _reads_python_numbers(parsed.node) or pure_body(parsed.node) is None:
+    if reads_python_numbers(parsed.node) or pure_body(parsed.node) is None:
         return None
     return Kind.TF_EFFECT_OP
 
-
-def _reads_python_numbers(fn: gast.FunctionDef) -> bool:
-    """A Python number read from the object (`self.rate`): folded when traced."""
-    return any(isinstance(n, gast.Attribute) and anno.has(n, Key.PATH)
-               and anno.get(n, Key.KIND) == Kind.PY_SCALAR for n in gast.walk(fn))

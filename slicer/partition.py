@@ -31,6 +31,7 @@ from gpe.slicer.placement import Place
 from gpe.slicer.follow import Follow
 from gpe.slicer.plan import ChannelKind, LineReport, SlicePlan
 from gpe.slicer.templates import source_of
+from gpe.slicer.words import temporaries
 from gpe.slicer.writer import Writer
 
 HOST_FACTORY = """
@@ -80,6 +81,7 @@ class _Partition:
         self.in_tf_with = 0
         self.gates_in_with: list = []  # (segment, assignment, channel) in the current with
         self.bound_in_with: list[frozenset] = []  # names bound in each TF with block entered
+        self.bound_in_tapes: set[str] = set()  # ...and in every one met so far
 
     def run(self) -> SlicePlan:
         fn, w = self.parsed.node, self.writer
@@ -119,7 +121,7 @@ class _Partition:
             bound=bound, rescuable=w.rescuable, nested=tuple(w.nested),
             rescues=tuple(w.rescues.items()), with_gates=tuple(w.with_gates),
             lines=tuple(w.lines), assumptions=(self.facts.assumed,) if self.facts.assumed
-            else ())
+            else (), temporaries=tuple(temporaries(fn).items()))
 
     # walking the body ---------------------------------------------------------------
     def block(self, stmts: list[gast.stmt], carried: tuple[str, ...] | None
@@ -143,6 +145,7 @@ class _Partition:
                 self.in_tf_with += 1
                 outer, self.gates_in_with = self.gates_in_with, []
                 self.bound_in_with.append(frozenset(_computed(stmt.body)))
+                self.bound_in_tapes |= self.bound_in_with[-1]
                 header.body = self.block(stmt.body, None) or [gast.Pass()]
                 self.bound_in_with.pop()
                 gates, self.gates_in_with = self.gates_in_with, outer
@@ -184,6 +187,14 @@ class _Partition:
             target = seg.body
         elif gate is not None:
             target = self.writer.gate(stmt, gate, target, carried, crossing)
+            # a tensor host code made inside a tape, sent after it (`tape.gradient(loss,
+            # ...)` of a loss a host call computed): the TF part's tape never saw how it
+            # was computed, its gradients would be None (or silently zero): refused too
+            made = tuple(n for n in gate if n in self.bound_in_tapes)
+            if made:
+                k = next(c.index for c in reversed(self.writer.channels)
+                         if c.kind == ChannelKind.GATE)
+                self.writer.with_gates.append((k, made))
         target.append(_in_line_scope(_tf_calls(stmt)))
         self._twin(stmt)
         self.writer.outputs(stmt, target, crossing)
@@ -223,8 +234,12 @@ class _Partition:
                    for a in n.args.args}
         read = {n.id for n in names if isinstance(n.ctx, gast.Load)}
         free = {n for n in read - stored if not n.startswith("_gpe_")}
+        # (a Name with a PATH: an object argument the TF part captures, a model, a loss
+        # function passed in: the call key describes only its type, so guard its identity)
         paths = {anno.get(n, Key.PATH) for s in tf_body for n in gast.walk(s)
-                 if isinstance(n, gast.Attribute) and anno.has(n, Key.PATH)}
+                 if isinstance(n, (gast.Attribute, gast.Name)) and anno.has(n, Key.PATH)}
+        paths |= {p for s in tf_body for n in gast.walk(s)  # what sliced callees read
+                  for p, _ in anno.get(n, Key.CALLEE_READS, ())}
         return tuple(sorted(free | paths))
 
     def _factory(self, template, runtime, body, with_args=False, **subs) -> str:

@@ -64,11 +64,13 @@ def analyse(parsed: Parsed, facts: Facts, until: Pass = Pass.CROSSINGS) -> None:
             return
 
 
-def _callee_kind(fn: Any, arg_kinds: list[Kind], facts: Facts) -> Kind | None:
+def _callee_kind(fn: Any, arg_kinds: list[Kind], facts: Facts, objects=(), constants=()
+                 ) -> callees.Judged | None:
     """The kinds pass's hook for a call of a user function on TF values: the callee is
     analysed by these passes up to placement (slicer/callees.py)."""
     return callees.kind_of_call(fn, arg_kinds, facts,
-                                functools.partial(analyse, until=Pass.PLACEMENT))
+                                functools.partial(analyse, until=Pass.PLACEMENT), objects,
+                                constants)
 
 
 def _explicit_end(fn: gast.FunctionDef) -> None:

@@ -126,6 +126,7 @@ class _Placer:
         self.in_tf_with = 0
         rebound = {n.id for n in gast.walk(parsed.node) if isinstance(n, gast.Name)
                    and isinstance(n.ctx, gast.Store)}
+        self.locals = rebound | set(facts.args)
         # lists and tuples of tensors (and tensors) whose length the call key fixes
         self.sequences = {n for n, f in facts.args.items()
                           if f.length is not None and n not in rebound}
@@ -290,15 +291,38 @@ class _Placer:
         if not (isinstance(stmt, gast.Assign) and all(
                 isinstance(t, gast.Name) for t in stmt.targets)):
             return False
-        ok = all(isinstance(n, (gast.Constant, gast.BinOp, gast.UnaryOp, gast.operator,
-                                gast.unaryop, gast.Load))
-                 or (isinstance(n, gast.Name) and (n.id in self.both or n.id in self.fixed))
-                 for n in gast.walk(stmt.value))
+        ok = self._plain(stmt.value)
         if ok:
             self.both.update(t.id for t in stmt.targets)
         else:
             self.both.difference_update(t.id for t in stmt.targets)
         return ok
+
+    def _plain(self, node: gast.AST) -> bool:
+        """Constants, names computed on both sides or fixed for the call, arithmetic on
+        them, and the math module's constants and functions (`math.log(2.0 * math.pi)`)."""
+        if isinstance(node, gast.Name):
+            return node.id in self.both or node.id in self.fixed
+        if isinstance(node, gast.Call):
+            return (not node.keywords and self._math(node.func)
+                    and all(self._plain(a) for a in node.args))
+        if isinstance(node, gast.Attribute):  # or `x.shape` of a tensor argument (kinds)
+            return self._math(node) or bool(anno.get(node, Key.CONSTANT))
+        if isinstance(node, gast.Subscript) and anno.get(node, Key.CONSTANT):
+            return True  # `x.shape[0]`: constant parts only (kinds)
+        return isinstance(node, (gast.Constant, gast.BinOp, gast.UnaryOp, gast.operator,
+                                 gast.unaryop, gast.Load)) and all(
+            self._plain(c) for c in gast.iter_child_nodes(node))
+
+    def _math(self, node: gast.AST) -> bool:
+        """`math.NAME` (the math module's constants and functions) or a number constant of
+        NumPy's (`np.pi`): pure, the same on each side."""
+        if not (isinstance(node, gast.Attribute) and isinstance(node.value, gast.Name)
+                and node.value.id not in self.locals):
+            return False
+        module = getattr(self.parsed.lookup(node.value.id), "__name__", None)
+        return module == "math" or (module == "numpy" and type(getattr(
+            self.parsed.lookup(node.value.id), node.attr, None)) is float)
 
     def _set(self, stmt: gast.stmt, place: Place, reason: str) -> None:
         anno.set(stmt, Key.PLACE, place)

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import enum
+import os
 from dataclasses import dataclass, field
 from typing import Any
+
+from gpe.slicer.words import spell, user_terms
 
 
 class ChannelKind(enum.Enum):
@@ -70,9 +73,23 @@ class SlicePlan:
     # binds: those must be host values (a tensor made by host code there would escape the
     # block's GradientTape)
     with_gates: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    # the temporaries hoisting made: (name, the source of the expression it holds)
+    temporaries: tuple[tuple[str, str], ...] = ()
     # the same programs as gast trees with the user's line numbers (not part of the data)
     host_tree: Any = field(default=None, compare=False, repr=False)
     profile_tree: Any = field(default=None, compare=False, repr=False)
 
     def channel(self, index: int) -> Channel:
         return self.channels[index]
+
+    def user_terms(self, text: str, quote: bool = True) -> str:
+        """`text` (a message, a line of explain) without the slicer's temporaries."""
+        return user_terms(text, dict(self.temporaries), quote) if self.temporaries else text
+
+    def spell(self, name: str) -> str:
+        """A crossing's name for a message: `loss`, or `model.variables` for a temporary."""
+        return spell(name, dict(self.temporaries))
+
+    def where(self, lineno: int) -> str:
+        """The user's file and line, for messages."""
+        return f"{os.path.basename(self.filename)}:{lineno}"

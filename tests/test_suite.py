@@ -1,5 +1,6 @@
 """The program suite (examples/suite.py): every program matches eager, and the TF work of
 the separable ones runs in the graph. Prints the share of TF ops run in the graph."""
+import io
 import os
 import sys
 
@@ -8,6 +9,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 
 import suite  # noqa: E402
+import gpe  # noqa: E402
 from harness import run, same  # noqa: E402
 from gpe.host.opcount import graph_ops  # noqa: E402
 
@@ -33,6 +35,21 @@ def test_program_matches_eager(name):
     if name in suite.SEPARABLE:
         assert stats["graph_calls"] > 0, stats
         assert not under.host_ops, f"{name}: TF ops ran on the host: {under.host_ops}"
+    assert_user_terms(under.target)
+
+
+def assert_user_terms(target) -> None:
+    """What gpe tells the user (fallback reasons, guard failures, variants, explain) names
+    the user's variables and expressions, never the slicer's temporaries (`_gpe_h0`), and
+    a reason about a place in the program names its file and line."""
+    stats = target.stats()
+    told = list(stats["fallbacks"]) + list(stats["guard_failures"]) + stats["variants_built"]
+    told.append(gpe.explain(target, file=io.StringIO()))
+    for text in told:
+        assert "_gpe_" not in text, text
+    for reason in stats["fallbacks"]:
+        if "line" in reason or "cannot cross" in reason:
+            assert ".py:" in reason, reason
 
 
 def test_zz_report_share_of_tf_ops_in_the_graph(capsys):

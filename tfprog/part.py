@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import itertools
 import operator
 import re
@@ -370,7 +371,7 @@ class _TraceRuntime:
         """A sliced callee: a call of its own FunctionDef (traced once per part build)."""
         wrapped = self.callees.get(fn)
         if wrapped is None:
-            wrapped = self.callees[fn] = tf.function(fn, autograph=False)
+            wrapped = self.callees[fn] = tf.function(_plain(fn), autograph=False)
         return wrapped(*args)
 
     @staticmethod
@@ -400,6 +401,17 @@ class _TraceRuntime:
                 tensor.set_shape(spec.shape)
             out.append(HostValue(tensor, spec) if spec.python and wrap else tensor)
         return out
+
+
+def _plain(fn):
+    """The user's own function behind one gpe wraps (`gpe run`): the callee's body was
+    found to be all TF work, so the TF part traces it as it is."""
+    if not getattr(type(fn), "_gpe_sliced", False):
+        return fn
+    owner = getattr(fn, "__self__", None)
+    if owner is not None:  # a sliced method bound to its instance
+        return functools.partial(fn.__func__.__wrapped__, owner)
+    return fn.__wrapped__
 
 
 LINE_SCOPE = re.compile(r"gpe(\d+)_L(\d+)")  # ops of part N from user line L: gpeN_LL/...
@@ -441,6 +453,7 @@ def build_part(plan: SlicePlan, tf_factory: Callable[..., Callable], bound: dict
     except PartError:
         raise
     except Exception as exc:  # tracing user code can raise anything
-        raise PartError(f"tracing the TF part failed: {type(exc).__name__}: {exc}") from exc
+        raise PartError(f"tracing the TF part failed: {type(exc).__name__}: "
+                        f"{plan.user_terms(str(exc))}") from exc
     return Part(plan=plan, function=concrete, specs=specs, layouts=layouts,
                 waits=frozenset(runtime.waits), uid=runtime.uid, folded=folded, nested=nested)

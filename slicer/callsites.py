@@ -1,0 +1,80 @@
+"""Call sites the kinds pass hands to the callee analysis (slicer/kinds.py, callees.py).
+
+`target(inf, call)`: for a call of a user function, method or callable object, (the
+function to analyse, the argument expressions it gets: an object first); `reads(inf,
+reads, sites)`: what a callee reads from the objects it was given, as the caller's
+dotted paths. `inf` is the kinds pass's inferer (its facts, names, object lookups).
+"""
+from __future__ import annotations
+
+import inspect
+
+import gast
+
+from gpe.slicer import anno
+from gpe.slicer.anno import Key
+from gpe.slicer.chains import chain_root, dotted, is_static, user_code
+from gpe.slicer.facts import Kind
+from gpe.slicer.parser import MISSING
+
+
+def target(inf, node: gast.Call) -> tuple | None:
+    """(the user's function, the argument expressions it gets) for a call that may be
+    a callee (see _callee), else None."""
+    fn = inf.value_of(node.func)
+    if anno.get(node.func, Key.KIND) == Kind.SLICED_FN or (
+            isinstance(node.func, gast.Name) and node.func.id in inf.facts.objects
+            and getattr(type(fn), "_gpe_sliced", False)):  # wrapped by gpe run
+        owner = getattr(fn, "__self__", None)
+        fn = getattr(getattr(fn, "__func__", fn), "__wrapped__", None)
+        if owner is not None and isinstance(node.func, gast.Attribute) and \
+                inf.object_of(node.func.value) is owner:
+            owner = node.func.value
+        elif owner is not None or not (is_static(node.func, inf) or isinstance(
+                node.func, gast.Name) and node.func.id in inf.facts.objects):
+            return None
+    elif inspect.isfunction(fn) and isinstance(node.func, gast.Name) and \
+            node.func.id in inf.facts.objects:
+        owner = None  # a function passed as an argument
+    elif inspect.ismethod(fn) and isinstance(node.func, gast.Attribute):
+        owner, fn = node.func.value, fn.__func__
+    elif fn is not MISSING and not inspect.isroutine(fn) and not isinstance(fn, type):
+        owner, fn = node.func, getattr(type(fn), "__call__", None)  # model(x)
+    elif is_static(node.func, inf):
+        owner = None
+    else:
+        return None
+    if owner is None:
+        return (fn, node.args) if fn is not None else None
+    if inf.object_of(owner) is MISSING or not user_code(fn):
+        return None
+    return fn, [owner] + node.args
+
+
+
+def reads(inf, reads: tuple, sites: list) -> tuple | None:
+    """The callee's reads from its object arguments as the caller's paths; None where
+    one cannot be guarded here (an object with no path, a number the caller changes
+    or that keeps changing: the callee would be traced with a stale value)."""
+    out = []
+    for position, below, number in reads:
+        base = _path_of(inf, sites[position])
+        if base is None:
+            return None
+        path = base + below
+        if number and (path in inf.facts.dynamic_paths or base.split(".")[0] in
+                       inf.mutated):
+            return None
+        out.append((path, number))
+    return tuple(out)
+
+def _path_of(inf, node: gast.AST) -> str | None:
+    """The dotted path the call key can resolve for an object expression."""
+    if anno.has(node, Key.PATH):
+        return anno.get(node, Key.PATH)
+    root = chain_root(node)
+    if root is None or root.id in inf.rebound:
+        return None
+    if root.id in inf.facts.objects or is_static(node, inf):
+        return dotted(node)
+    return None

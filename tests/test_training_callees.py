@@ -1,0 +1,348 @@
+"""Training steps that call the user's own helpers on model objects (issue 12, item 1).
+
+A model class with methods besides `call` (`model.encode(x)`, `model.sample(...)`) and a
+module-level helper that takes the model as an argument (`elbo_loss(net, x)`): the slicer
+analyses the method or helper for that object and, when it is all TF work, the call stays
+in the TF part as the callee's own FunctionDef (the object captured by the caller's part,
+guarded by identity). A helper or method with host work in it keeps its call on the host.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import gpe
+from harness import check
+
+FEATURES, CODE = 6, 2
+
+
+class Autoencoder(keras.Model):
+    """No `call` of its own: used only through its methods."""
+
+    def __init__(self, seed):
+        super().__init__()
+        self.inner = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(2 * CODE)])
+        self.outer = keras.Sequential([keras.Input((CODE,)), keras.layers.Dense(FEATURES)])
+        self.draws = tf.random.Generator.from_seed(seed)
+
+    def encode(self, x):
+        mean, logvar = tf.split(self.inner(x), num_or_size_splits=2, axis=1)
+        return mean, logvar
+
+    def sample(self, mean, logvar):
+        return self.draws.normal(shape=tf.shape(mean)) * tf.exp(0.5 * logvar) + mean
+
+    def decode(self, z, apply_sigmoid=False):  # as the TF CVAE tutorial's
+        logits = self.outer(z)
+        if apply_sigmoid:
+            return tf.sigmoid(logits)
+        return logits
+
+
+class ChattyAutoencoder(Autoencoder):
+    """The same model, whose `decode` also prints on the host."""
+
+    def decode(self, z, apply_sigmoid=False):
+        print("decode")
+        return self.outer(z)
+
+
+def gaussian_log_density(sample, mean, logvar, axis=1):
+    log_2pi = math.log(2.0 * math.pi)
+    return tf.reduce_sum(-0.5 * ((sample - mean) ** 2.0 * tf.exp(-logvar) + logvar + log_2pi),
+                         axis=axis)
+
+
+def tf_log_density(sample, mean, logvar, raxis=1):  # the tutorial's own spelling
+    log2pi = tf.math.log(2. * np.pi)
+    return tf.reduce_sum(-.5 * ((sample - mean) ** 2. * tf.exp(-logvar) + logvar + log2pi),
+                         axis=raxis)
+
+
+def elbo_loss(net, x):
+    mean, logvar = net.encode(x)
+    z = net.sample(mean, logvar)
+    recon = tf.reduce_sum(tf.square(net.decode(z) - x), axis=1)
+    return tf.reduce_mean(recon - gaussian_log_density(z, 0.0, 0.0)
+                          + tf_log_density(z, mean, logvar))
+
+
+def make_program(model_class):
+    def make(log):
+        keras.utils.set_random_seed(0)
+        net = model_class(seed=3)
+        rng = np.random.RandomState(1)
+        x = tf.constant(rng.normal(size=(5, FEATURES)).astype(np.float32))
+        net.outer(net.inner(x)[:, :CODE])  # builds the weights
+        opt = keras.optimizers.Adam(0.01)
+
+        def train_step(net, x, opt):
+            with tf.GradientTape() as tape:
+                loss = elbo_loss(net, x)
+            grads = tape.gradient(loss, net.trainable_variables)
+            opt.apply_gradients(zip(grads, net.trainable_variables))
+            return loss
+        state = {f"w{i}": v for i, v in enumerate(net.weights)}
+        state["draws"] = net.draws.state
+        return train_step, state, [(net, x, opt)] * 6
+    return make
+
+
+def test_a_helper_taking_the_model_and_its_methods_run_in_the_graph():
+    under = check(make_program(Autoencoder), None, graph_calls=5)
+    assert under.target.stats()["fallbacks"] == {}
+
+
+def test_a_method_with_host_work_keeps_the_call_on_the_host():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        under = check(make_program(ChattyAutoencoder), None, graph_calls=0)
+    assert under.stdout == "decode\n" * 6  # once per call, as eagerly
+
+
+class Scaled(keras.Model):
+    """A method reading a Python number the program changes between steps."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(1)
+        self.scale = 1.0
+
+    def score(self, x):
+        return self.dense(x) * self.scale
+
+
+def scaled_loss(net, x):
+    return tf.reduce_mean(tf.square(net.score(x)))
+
+
+def test_a_python_number_read_by_a_method_is_never_frozen():
+    def make(log):
+        keras.utils.set_random_seed(0)
+        net = Scaled()
+        x = tf.constant(np.arange(12, dtype=np.float32).reshape(4, 3) / 10)
+        net.score(x)
+
+        def step(net, x):
+            loss = scaled_loss(net, x)
+            net.scale = net.scale * 0.5  # a new value on every call
+            return loss
+        return step, {"w": net.dense.kernel}, [(net, x)] * 6
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        # net.scale is folded into scaled_loss's part, guarded by value: each new value
+        # breaks the guard (an eager call), then it keeps changing and the call runs on the
+        # host, reading it every time; never a stale value
+        check(make, None, graph_calls=5, host_ops_allowed=frozenset(
+            {"ReadVariableOp", "MatMul", "AddV2", "Mul", "Square", "Mean"}))
+
+
+# --- item 2: a plain object's `__call__` reading a rate the loop changes ---------------
+
+class Schedule:
+    def __init__(self):
+        self.rate, self.keep = 0.1, 0.5
+
+
+class TwoLayer:
+    """Plain Python, no Keras: variables in a list, a Generator for dropout masks."""
+
+    def __init__(self):
+        rng = np.random.RandomState(0)
+        self.w1 = tf.Variable(rng.normal(size=(3, 4)).astype(np.float32))
+        self.w2 = tf.Variable(rng.normal(size=(4, 1)).astype(np.float32))
+        self.variables = [self.w1, self.w2]
+        self.noise = tf.random.Generator.from_seed(5)
+
+    def __call__(self, x, keep):
+        w1, w2 = self.variables
+        h = tf.nn.relu(tf.matmul(x, w1))
+        if keep < 1.0:
+            h = h * tf.cast(self.noise.uniform(tf.shape(h)) < keep, tf.float32) / keep
+        return tf.matmul(h, w2)
+
+
+def schedule_program(keeps, rates):
+    def make(log):
+        model, hp = TwoLayer(), Schedule()
+        x = tf.constant(np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3))
+
+        def train_step(model, hp, x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x, hp.keep)))
+            grads = tape.gradient(loss, model.variables)
+            for v, g in zip(model.variables, grads):
+                v.assign_sub(hp.rate * g)
+            return loss
+
+        def set_then_step(model, hp, x, keep, rate):
+            hp.keep, hp.rate = keep, rate
+            return train_step(model, hp, x)
+        state = {"w1": model.w1, "w2": model.w2, "noise": model.noise.state}
+        calls = [(model, hp, x, k, r) for k, r in zip(keeps, rates)]
+        return set_then_step, state, calls, train_step
+    return make
+
+
+def run_schedule(keeps, rates):
+    """eager vs gpe.function(train_step): the loop outside sets the schedule's numbers."""
+    results = {}
+    for sliced in (False, True):
+        _, state, calls, step = schedule_program(keeps, rates)(None)
+        target = gpe.function(step, adaptive=False) if sliced else step
+        out = []
+        for model, hp, x, keep, rate in calls:
+            hp.keep, hp.rate = keep, rate
+            out.append(float(target(model, hp, x)))
+        results[sliced] = (out, {k: v.numpy() for k, v in state.items()}, target)
+    (eager, eager_state, _), (under, under_state, target) = results[False], results[True]
+    assert eager == under
+    for name in eager_state:
+        np.testing.assert_array_equal(eager_state[name], under_state[name], err_msg=name)
+    return target.stats()
+
+
+def test_a_rate_changed_every_step_is_sent_and_a_flag_changed_rarely_is_folded():
+    keeps = [1.0] * 10 + [0.8] * 10 + [0.6] * 10 + [1.0] * 10
+    rates = [0.01 * (i + 1) for i in range(40)]  # a new learning rate on every step
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        stats = run_schedule(keeps, rates)
+    assert stats["fallbacks"] == {}, stats
+    assert stats["graph_calls"] >= 25, stats  # folded keep: a variant per value
+    assert not any("keep" in r for r in stats["guard_failures"] if "1.0" in r.split("got")[1]), \
+        stats  # the variant for keep=1.0 built first is taken again at the end
+
+
+def test_a_list_of_variables_on_an_object_is_guarded_by_its_elements():
+    keeps, rates = [1.0] * 8, [0.05] * 8
+    make = schedule_program(keeps, rates)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        for sliced in (False, True):
+            _, state, calls, step = make(None)
+            target = gpe.function(step, adaptive=False) if sliced else step
+            out = []
+            for i, (model, hp, x, _, _) in enumerate(calls):
+                if i == 5:  # the program swaps a variable in the list
+                    model.variables[1] = tf.Variable(tf.ones([4, 1]))
+                out.append(float(target(model, hp, x)))
+            if sliced:
+                assert out == expected, (out, expected)
+                np.testing.assert_array_equal(model.variables[1].numpy(), final)
+                assert any("model.variables" in r for r in target.stats()["guard_failures"])
+            expected, final = out, model.variables[1].numpy()
+
+
+# --- a loss a host call computes inside the tape, differentiated after it ---------------
+
+def noisy_loss(w, x):
+    print("loss")  # host work: the call stays on the host
+    return tf.reduce_sum(w * x)
+
+
+def test_a_tensor_host_code_made_inside_a_tape_never_reaches_its_gradient_as_a_constant():
+    def make(log):
+        w = tf.Variable([1.0, -2.0])
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                loss = noisy_loss(w, x)
+            grad = tape.gradient(loss, w, unconnected_gradients="zero")
+            w.assign_sub(0.1 * grad)
+            return loss
+        return step, {"w": w}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        # the TF part would receive `loss` as a value its tape never saw: zero gradients
+        under = check(make, [(tf.constant([0.5, 1.5]),)] * 5, graph_calls=0)
+    reasons = list(under.target.stats()["fallbacks"])
+    assert any("`loss`" in r and "cannot cross" in r for r in reasons), reasons
+
+
+# --- the static shape of a tensor argument (the Keras GAN guide's labels) ---------------
+
+LATENT, HALF = 3, 4  # module-level sizes, read by the step as the guide reads batch_size
+
+
+def test_the_static_shape_of_an_argument_stays_static_in_the_graph():
+    def make(log):
+        w = tf.Variable(np.linspace(-1, 1, LATENT * 2, dtype=np.float32).reshape(LATENT, 2))
+
+        def step(real):
+            labels = tf.concat([tf.ones((HALF, 1)), tf.zeros((real.shape[0], 1))], axis=0)
+            labels += 0.05 * tf.ones(labels.shape)  # needs the static shape (HALF + n, 1)
+            with tf.GradientTape() as tape:
+                fake = tf.matmul(tf.ones((HALF, LATENT)), w)
+                combined = tf.concat([fake, real], axis=0)
+                loss = tf.reduce_mean(tf.square(tf.reduce_sum(combined, 1, True) - labels))
+            w.assign_sub(0.1 * tape.gradient(loss, w))
+            return loss
+        real = tf.constant(np.arange(10, dtype=np.float32).reshape(5, 2) / 10)
+        return step, {"w": w}, [(real,)] * 6
+    # three profile calls: the module-level sizes sent when the call starts are folded
+    # (seen the same each time), so every shape in the TF part is static, as eagerly
+    check(make, None, graph_calls=3, profile_calls=3)
+
+
+# --- the TF Core guide's shape: a tf.Module model, loss functions passed as arguments ----
+
+class CoreMLP(tf.Module):
+    def __init__(self):
+        self.w = tf.Variable(np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2))
+
+    @tf.function
+    def __call__(self, x):
+        return tf.matmul(x, self.w)
+
+
+def squared_loss(y_pred, y):
+    return tf.reduce_mean(tf.square(y_pred - y))
+
+
+def absolute_loss(y_pred, y):
+    return tf.reduce_mean(tf.abs(y_pred - y))
+
+
+def test_a_loss_passed_as_an_argument_runs_in_the_graph_and_is_guarded_by_identity():
+    def make(log):
+        model = CoreMLP()
+        x = tf.constant(np.arange(12, dtype=np.float32).reshape(4, 3) / 10)
+        y = tf.ones([4, 2])
+
+        def train_step(x, y, loss, model):
+            with tf.GradientTape() as tape:
+                batch_loss = loss(model(x), y)
+            model.w.assign_sub(0.1 * tape.gradient(batch_loss, model.w))
+            return batch_loss
+        calls = [(x, y, squared_loss, model)] * 4 + [(x, y, absolute_loss, model)] * 4
+        return train_step, {"w": model.w}, calls
+    under = check(make, None, graph_calls=6)  # the other loss: a new key, profiled once
+    assert not under.target.stats()["fallbacks"]
+
+
+def test_another_model_of_the_same_class_passed_as_an_argument_is_not_the_captured_one():
+    def make(log):
+        keras.utils.set_random_seed(2)
+        first = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+        second = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+        opt = keras.optimizers.SGD(0.1)
+        opt.build(first.trainable_variables + second.trainable_variables)
+        x = tf.constant(np.arange(6, dtype=np.float32).reshape(2, 3))
+
+        def step(model, x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x)))
+            opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                    model.trainable_variables))
+            return loss
+        state = {"a": first.weights[0], "b": second.weights[0]}
+        return step, state, [(first, x)] * 3 + [(second, x)] * 3 + [(first, x)] * 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        check(make, None, graph_calls=6)  # one eager call: the guard on `model` failed
