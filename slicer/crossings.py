@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import gast
 
-from gpe.slicer import anno
+from gpe.slicer import anno, scope
 from gpe.slicer.anno import Key
 from gpe.slicer.errors import Refusal
 from gpe.slicer.facts import TF_KINDS, Facts, Kind
@@ -88,7 +88,7 @@ class _Crossings:
         self.parsed, self.facts = parsed, facts
         self.entry: list[str] = []
         self.s = _State()
-        self.loads = [(getattr(n, "lineno", 0), n.id) for n in gast.walk(parsed.node)
+        self.loads = [(getattr(n, "lineno", 0), n.id) for n in scope.walk(parsed.node)
                       if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)]
         self.loops: list[gast.stmt] = []  # the MIRROR loops around the statement walked
         for name, fact in facts.args.items():
@@ -152,11 +152,11 @@ class _Crossings:
 
     def _read_later(self, stmt: gast.stmt) -> set[str]:
         """Names read from `stmt`'s line on, or anywhere in a loop around it."""
-        names = {n for line, n in self.loads if line >= stmt.lineno}
+        read = {n for line, n in self.loads if line >= stmt.lineno}
         for loop in self.loops:
-            names |= {n.id for n in gast.walk(loop) if isinstance(n, gast.Name)
-                      and isinstance(n.ctx, gast.Load)}
-        return names
+            read |= {n.id for n in scope.walk(loop) if isinstance(n, gast.Name)
+                     and isinstance(n.ctx, gast.Load)}
+        return read
 
     def _unchanged_tensor_argument(self, name: str) -> bool:
         fact = self.facts.args.get(name)
@@ -258,7 +258,8 @@ class _Crossings:
         host_writes = {n for c in inner if anno.get(c, Key.PLACE) != Place.TF
                        and not anno.get(c, Key.MIRROR) for n in anno.get(c, Key.WRITES, ())}
         if isinstance(stmt, gast.For):
-            host_writes |= {n.id for n in gast.walk(stmt.target) if isinstance(n, gast.Name)}
+            host_writes |= {n.id for n in gast.walk(stmt.target) if isinstance(n, gast.Name)
+                            and isinstance(n.ctx, gast.Store)}
         tf_reads = {n for c in tf_stmts for n in anno.get(c, Key.READS, ())}
         self._host_order(stmt)
         # a name the host rebinds or mutates inside, from a value it reads there (`y[0] =
@@ -275,7 +276,7 @@ class _Crossings:
         s.on_tf.update(send)
         anno.set(stmt, Key.CARRIED, carried)
         header = stmt.test if isinstance(stmt, (gast.If, gast.While)) else stmt.iter
-        header_reads = {n.id for n in gast.walk(header) if isinstance(n, gast.Name)
+        header_reads = {n.id for n in scope.walk(header) if isinstance(n, gast.Name)
                         and isinstance(n.ctx, gast.Load)}
         if isinstance(stmt, gast.If):
             self._to_host(sorted(header_reads), stmt)

@@ -13,13 +13,9 @@ import pytest
 from fuzz.differential import FINDINGS, run_seeds
 from fuzz.run import parse_seeds
 
-# seeds with a finding at HEAD (tests/fuzz/FINDINGS.md says which root cause each shows):
-# regression tests once fixed
-KNOWN_FAILING: dict[int, str] = {
-    37: "NameError for a comprehension variable (`[w2 * 0.5 + tf.cast(q, tf.float32) for q "
-        "in range(3)]` in a tensor `while` inside a `for`): the profile program fails, a "
-        "gpe-only error (found at the end of session 3, cause not yet found)",
-}
+# seeds with a finding at HEAD (each with its suspected cause): regression tests once fixed
+# (tests/test_fuzz_findings.py)
+KNOWN_FAILING: dict[int, str] = {}
 
 SEEDS = parse_seeds(os.environ.get("GPE_FUZZ_SEEDS", "0:40"))
 
@@ -37,7 +33,7 @@ def test_generated_programs_match_eager():
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.xfail(strict=False, reason="findings at HEAD, see tests/fuzz/FINDINGS.md")
+@pytest.mark.xfail(strict=False, reason="findings at HEAD, see KNOWN_FAILING")
 @pytest.mark.skipif(not KNOWN_FAILING, reason="no known failing seeds")
 @pytest.mark.parametrize("seed", sorted(KNOWN_FAILING))
 def test_known_failing_seed(seed):
