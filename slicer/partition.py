@@ -37,8 +37,9 @@ HOST_FACTORY = """
 def _gpe_factory(__params__):
     def __name__(__args__):
         __declarations__
-        _gpe_c = _gpe_rt.begin(__entry__)
+        _gpe_c = _gpe_rt.context()
         try:
+            _gpe_c.begin(__entry__)
             __body__
         finally:
             _gpe_c.finish()

@@ -900,8 +900,6 @@ CTRL_C = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 13: Ctrl-C during a wait drops the calls "
-                                       "queued; later calls can fail")
 @pytest.mark.timeout(300)
 def test_item13_function_works_after_ctrl_c_during_a_wait(tmp_path):
     """Ctrl-C (a real SIGINT) while the host waits on the 10th call's result.
