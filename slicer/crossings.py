@@ -267,7 +267,7 @@ class _Crossings:
         host_reads = {n for c in inner if anno.get(c, Key.PLACE) != Place.TF
                       and not anno.get(c, Key.MIRROR) for n in anno.get(c, Key.READS, ())}
         self._to_host(sorted(host_writes & host_reads), stmt)
-        carried = tuple(sorted(n for n in tf_writes if s.side.get(n, _LOST) != _LOST))
+        carried = tuple(sorted(n for n in tf_writes if _carries(stmt, s.side.get(n, _LOST))))
         send = self._sends(set(carried) | (tf_reads - tf_writes - host_writes), stmt)
         if send and s.late(send):
             self._set_gate(stmt, send)
@@ -361,6 +361,17 @@ def _merge(ends: list[_State]) -> _State:
     out.state_touched = any(e.state_touched for e in ends)
     out.tf_since_check = any(e.tf_since_check for e in ends)
     return out
+
+
+def _carries(stmt: gast.stmt, side: str) -> bool:
+    """A name TF work inside `stmt` rebinds is carried by the TF part through it (a loop
+    variable, a branch output) when it exists before it; for an `if`, only when its value
+    there is the TF part's: a value of the host's (a Python float or int) rebound in one
+    branch stays the host's, and a Python value, when the other branch is taken (the host
+    receives the TF value inside the branch that computed it)."""
+    if isinstance(stmt, gast.If):
+        return side == _TF
+    return side != _LOST
 
 
 def _bound_by_loop(loop: gast.For, name: str) -> bool:

@@ -80,3 +80,56 @@ def test_comprehension_over_a_variable_named_like_its_target():
         return f, {"v": tf.Variable(0.0)}
     # the host iterates over the tensor `tf.range(2)`: a StridedSlice each iteration
     check(make, [(X, Var("v"))] * 3, host_ops_allowed=frozenset({"StridedSlice"}))
+
+
+# seeds 106, 137, 168, 291: a host value rebound by TF work in one branch of a tensor `if` --
+# The TF part carried the host's Python float through the branch (sent with the gate,
+# merged, sent back): when the other branch was taken the host got a float32 tensor
+# instead of its own float (printed as `tf.Tensor(...)`, and rounded to float32).
+def test_seed106_host_float_rebound_in_one_branch_of_a_tensor_if_stays_a_float():
+    def make(log):
+        def main(x):
+            z = float(tf.reduce_mean(x))
+            n = 3
+            if tf.reduce_sum(x) > 0:
+                z = x[-1]
+                n = tf.reduce_sum(x)
+            print("z", z, n)
+            return z, n
+        return main, {}
+    check(make, [(X,), (X,), (-X,), (X * 2.0,), (-X * 3.0,)])
+
+
+# seed 274: a Python value computed by the TF part (a folded branch not taken) ----------------
+# `z = 1; if n > 1: z = tf...` with n folded: the TF part sent the Python int 1 to the host
+# as an int32 tensor.
+def test_seed274_python_value_sent_by_the_tf_part_stays_python():
+    def make(log):
+        def main(x, n):
+            z = 1
+            b = True
+            f = 0.1
+            if n > 1:
+                z = tf.reduce_max(x)
+                b = x[0] > 0
+                f = tf.reduce_sum(x)
+            print("z", z, b, f)
+            return z, b, f, x * 2.0
+        return main, {}
+    check(make, [(X, 0)] * 3)
+    check(make, [(X, 2)] * 3)
+
+
+# seed 264: a folded argument rebound on the host, then copied ---------------------------------
+# `n += 1; i = n` with n folded: `i = n` was computed on both sides, and the TF part's n
+# was still the folded value from before `n += 1`.
+def test_seed264_folded_argument_rebound_before_a_copy():
+    def make(log):
+        def main(x, n, scale):
+            n += 1
+            i = n
+            s = tf.reduce_min(x * 1.5)
+            log.append(float(s))
+            return tf.cast(i, tf.float32) * scale + s
+        return main, {}
+    check(make, [(X, 0, 0.5), (X, 0, 0.5), (X * 2.0, 0, 0.5)])

@@ -110,6 +110,14 @@ for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
     setattr(HostValue, f"__r{_name}__", _reflected)
 
 
+def _python_leaf_spec(leaf) -> ValueSpec | None:
+    """The Python spec of a leaf that is a Python bool, int or float (or holds one)."""
+    if isinstance(leaf, HostValue):
+        return leaf._spec if leaf._spec.python else None
+    kind = type(leaf)
+    return python_spec(kind) if kind in (bool, int, float) else None
+
+
 class PartError(Exception):
     """The TF part could not be built (the function then runs eagerly)."""
 
@@ -338,14 +346,23 @@ class _TraceRuntime:
 
     def output(self, queues, index, value):
         """Send `value` to the host: a tensor, or a list/tuple/dict of them (sent leaf by
-        leaf; the host rebuilds it: never packed into one tensor)."""
+        leaf; the host rebuilds it: never packed into one tensor). A Python bool, int or
+        float (one the TF part computed while traced, or the host sent) goes with a Python
+        spec: the host gets it back as that Python type."""
         layout, leaves = flatten(value)
-        try:
-            tensors = [tf.convert_to_tensor(leaf) for leaf in leaves]
-        except (TypeError, ValueError) as exc:
-            raise PartError(f"{self.plan.channel(index).names[0]} is not a tensor: {exc}")
-        self.specs[index] = [ValueSpec(t.dtype, tuple(t.shape.as_list())
-                                       if t.shape.rank is not None else None) for t in tensors]
+        tensors, specs = [], []
+        for leaf in leaves:
+            spec = _python_leaf_spec(leaf)
+            try:
+                tensor = (tf.convert_to_tensor(leaf) if spec is None else
+                          tf.cast(leaf._tensor, spec.dtype) if isinstance(leaf, HostValue)
+                          else tf.constant(leaf, spec.dtype))
+            except (TypeError, ValueError) as exc:
+                raise PartError(f"{self.plan.channel(index).names[0]} is not a tensor: {exc}")
+            tensors.append(tensor)
+            specs.append(spec or ValueSpec(tensor.dtype, tuple(tensor.shape.as_list())
+                                           if tensor.shape.rank is not None else None))
+        self.specs[index] = specs
         self.layouts[index] = [layout]
         gen_data_flow_ops.queue_enqueue_v2(queues[index], tensors)
 
