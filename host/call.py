@@ -136,7 +136,8 @@ class CallContext:
         rt = self.rt
         if not tf.executing_eagerly():  # a trace must not send (nor count) anything
             raise EntryGuardFailed("called while a graph is being traced")
-        registration = rt.variant.registration()
+        with self.blocking:  # registering (building the sink) is gpe's own set-up: whole
+            registration = rt.variant.registration()
         session = rt.variant.session
         self.channels = registration.channels
         components = None
