@@ -25,6 +25,7 @@ from gpe.host import fence
 from gpe.host.channel import HostChannel
 from gpe.host.interrupt import Interruptible
 from gpe.host.watchdog import Watchdog
+from gpe.tfprog import asserts
 from gpe.tfprog.channels import make_queue
 from gpe.tfprog.exact import use_exact_arithmetic_on_this_thread
 from gpe.tfprog.part import LINE_SCOPE, Part
@@ -265,6 +266,8 @@ class Session:
         if isinstance(failure, tf.errors.OpError):
             text, where = self._describe(failure.message)
             error = type(failure)(failure.node_def, failure.op, text)
+            if isinstance(failure, tf.errors.InvalidArgumentError):  # an assert: eager's
+                error = asserts.eager_error(part.uid for part, _, _ in self.parts) or error
             if where:
                 error.add_note(where) if hasattr(error, "add_note") else None
             raise error from None

@@ -133,3 +133,31 @@ def test_seed264_folded_argument_rebound_before_a_copy():
             return tf.cast(i, tf.float32) * scale + s
         return main, {}
     check(make, [(X, 0, 0.5), (X, 0, 0.5), (X * 2.0, 0, 0.5)])
+
+
+# seed 443: a failing tf.debugging.assert_* raises eager's message -----------------------------
+# The graph's Assert kernel prints its data its own way ("assertion failed: [big]
+# [Condition x < y did not hold element-wise:] [x (gpe59_L16/mul_1:0) = ] [3.12] ...");
+# eager formats the values in Python. tfprog/asserts.py hands the checked values over.
+def test_seed443_failing_asserts_raise_eagers_exception():
+    def make(log):
+        v = tf.Variable(0.0)
+
+        def main(x, limit):
+            y = x * 2.0
+            log.append("before")
+            tf.debugging.assert_less(tf.reduce_max(y), limit, message="big")
+            tf.debugging.Assert(tf.reduce_all(y > -5.0), ["low", y], summarize=2)
+            tf.debugging.assert_positive(y + 3.0, message="positive")
+            tf.debugging.assert_near(y, y + 1e-9, message="near")
+            v.assign_add(tf.reduce_sum(y))
+            log.append("after")
+            return y
+        return main, {"v": v}
+    big = tf.constant([0.04, 4.43, -0.72])
+    low = tf.constant([-1.0, -1.2, 0.2, 0.1])
+    neg = tf.constant([-3.0, -2.0, -1.9])
+    # a failed call's assert runs again eagerly on the host, with the values it checked
+    again = frozenset({"Less", "Range", "All", "NotEqual"})
+    check(make, [(X, 2.5), (X, 2.5), (big, 2.5), (X, 2.5), (neg, 2.5)], host_ops_allowed=again)
+    check(make, [(low, 9.0), (low, 9.0), (low * 3.0, 9.0), (low, 9.0)], host_ops_allowed=again)

@@ -23,6 +23,7 @@ from tensorflow.python.types import core
 from gpe.slicer.plan import ChannelKind, SlicePlan
 from gpe.tfprog.channels import ValueSpec, flatten, python_spec, unflatten
 from gpe.tfprog.exact import exact_arithmetic
+from gpe.tfprog import asserts
 from gpe.tfprog.failing import can_fail
 
 _RESOURCE = tf.TensorSpec([], tf.resource)
@@ -452,7 +453,7 @@ def build_part(plan: SlicePlan, tf_factory: Callable[..., Callable], bound: dict
     signature = [_RESOURCE] * (len(plan.channels) + sum(
         len(p.plan.channels) for p in nested if p is not None))
     try:
-        with exact_arithmetic():
+        with exact_arithmetic(), asserts.intercept(runtime.uid):  # eager's assert messages
             concrete = tf.function(traced, input_signature=signature,
                                    autograph=False).get_concrete_function()
     except PartError:
