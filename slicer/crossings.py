@@ -258,8 +258,7 @@ class _Crossings:
         host_writes = {n for c in inner if anno.get(c, Key.PLACE) != Place.TF
                        and not anno.get(c, Key.MIRROR) for n in anno.get(c, Key.WRITES, ())}
         if isinstance(stmt, gast.For):
-            host_writes |= {n.id for n in gast.walk(stmt.target) if isinstance(n, gast.Name)
-                            and isinstance(n.ctx, gast.Store)}
+            host_writes |= {n.id for n in gast.walk(stmt.target) if isinstance(n, gast.Name)}
         tf_reads = {n for c in tf_stmts for n in anno.get(c, Key.READS, ())}
         self._host_order(stmt)
         # a name the host rebinds or mutates inside, from a value it reads there (`y[0] =
