@@ -268,3 +268,32 @@ def test_threads_calling_one_function_match_eager():
         results[sliced] = (out, v.numpy())
     assert results[False][0] == results[True][0]
     assert np.array_equal(results[False][1], results[True][1])
+
+
+@pytest.mark.timeout(300)
+def test_host_read_in_a_nested_call_waits_for_the_callers_earlier_write():
+    """A race found as an intermittent failure of test_straight_line (1 run in 30 on
+    main): `v.assign_add(...)`, then `report(v)` (a plain function of the module, sliced
+    too, whose host part reads v), in the first sliced call. The caller's TF part runs
+    report's TF part inside a branch; the branch was not ordered after the write (a
+    barrier in a cond branch depends only on the branch's own ops), so the host could
+    read v before it. A slow write makes it happen every time on main (6 of 6)."""
+    big = tf.random.stateless_uniform([300, 300], seed=[1, 2])
+    for trial in range(3):
+        results = []
+        for sliced in (False, True):
+            log = []
+            v = tf.Variable(1.0)
+
+            def report(var):
+                log.append(float(var.numpy()))
+
+            def step(x):
+                v.assign_add(tf.reduce_sum(tf.matmul(tf.matmul(big, big), big)) * 1e-9 + x)
+                report(v)
+                v.assign(v * 0.5)
+                return v.read_value()
+            f = gpe.function(step, profile_calls=1, adaptive=False) if sliced else step
+            results.append(([float(f(tf.constant(float(i)))) for i in range(4)], log))
+        assert results[0] == results[1], results
+        assert f.stats()["graph_calls"] == 3, f.stats()

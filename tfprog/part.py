@@ -206,7 +206,8 @@ class _TraceRuntime:
         (1). 0 cancels the rest of the call; 2 (a rescue) also hands the `live` values to the
         host on channel `rescue`, which finishes the call eagerly. Returns (going on, the
         carried values), like every block of the TF program."""
-        flag, *leaves = self._receive(queues[index], self.specs[index], [tf.int32])
+        with tf.control_dependencies(self._earlier()):
+            flag, *leaves = self._receive(queues[index], self.specs[index], [tf.int32])
         values = unflatten(self.layouts[index], leaves)
         self._note_failing_ops()
         outer, self.unchecked = self.unchecked, []
@@ -224,7 +225,8 @@ class _TraceRuntime:
         block (`segment`) runs only if it says go on, inside the block, so the tape records
         it; its results come out of the `tf.cond` (zeros when cancelled: the statements
         after the block then do not run, see resume)."""
-        flag, *leaves = self._receive(queues[index], self.specs[index], [tf.int32])
+        with tf.control_dependencies(self._earlier()):
+            flag, *leaves = self._receive(queues[index], self.specs[index], [tf.int32])
         values = unflatten(self.layouts[index], leaves)
         self._note_failing_ops()
         outer, self.unchecked = self.unchecked, []
@@ -276,7 +278,7 @@ class _TraceRuntime:
         `live(*carried)` go to the host on channel `rescue`), with the values the
         iteration starts with. `body(*values, *carried)` returns (going on, carried)."""
         specs = self.specs[index]
-        with tf.control_dependencies(self.unchecked):
+        with tf.control_dependencies(self._earlier()):
             first = self._receive(queues[index], specs, [tf.int32], wrap=False)
         outer, self.unchecked = self.unchecked, []
         n = len(specs)
@@ -318,7 +320,7 @@ class _TraceRuntime:
 
     def branch(self, queues, index, then: Callable, orelse: Callable, carried: tuple):
         """An `if` the host decides: it sends 1 (the body), 0 (else) or -1 (cancel)."""
-        with tf.control_dependencies(self.unchecked):
+        with tf.control_dependencies(self._earlier()):
             flag = self._flag(queues, index)
         outer, self.unchecked = self.unchecked, []
         out = tf.switch_case(flag + 1, [lambda: self.end(carried, False),
@@ -366,6 +368,14 @@ class _TraceRuntime:
         self.specs[index] = specs
         self.layouts[index] = [layout]
         gen_data_flow_ops.queue_enqueue_v2(queues[index], tensors)
+
+    def _earlier(self) -> list:
+        """What a host decision (a gate, loop or branch flag) is received after: every
+        earlier effect and op that can fail in this graph. Everything inside the block
+        depends on the flag, so it runs after them (a barrier or a nested call inside it
+        would otherwise not be ordered after the enclosing graph's earlier writes)."""
+        self._note_failing_ops()
+        return _stateful_ops() + self.unchecked
 
     def barrier(self, queues, index):
         self._note_failing_ops()
