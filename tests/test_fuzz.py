@@ -15,7 +15,15 @@ from fuzz.run import parse_seeds
 
 # seeds with a finding at HEAD (each with its suspected cause): regression tests once fixed
 # (tests/test_fuzz_findings.py)
-KNOWN_FAILING: dict[int, str] = {}
+KNOWN_FAILING: dict[int, str] = {
+    1100: "diff: a Python bool and int returned differ from eager on the first sliced call "
+          "(found at the end of session 4, also on main before it; not minimised yet)",
+    1243: "gpe-only UnboundLocalError for a local (s8) in the profile call (found at the end "
+          "of session 4, also on main before it; not minimised yet)",
+    1244: "gpe-only UnboundLocalError: `z7 = scale; if n % 2 == 0 and V_s.read_value() > 0.5: "
+          "z7 = s6; t8 = x * z7` on a sliced call (found at the end of session 4, also on main "
+          "before it; not minimised yet)",
+}
 
 SEEDS = parse_seeds(os.environ.get("GPE_FUZZ_SEEDS", "0:40"))
 
