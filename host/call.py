@@ -1,7 +1,7 @@
-"""Host stubs the generated host code calls: `_gpe_rt.begin(...)` and `_gpe_c.<op>(site, ...)`.
+"""Host stubs the generated host code calls: `_gpe_rt.context()` and `_gpe_c.<op>(site, ...)`.
 
-`Runtime` is one variant's `_gpe_rt`; `begin` starts a call (sends the part number to the
-sink and the entry values) and returns the `CallContext` the rest of the call uses; the
+`Runtime` is one variant's `_gpe_rt`; `context` makes the `CallContext` a call uses, whose
+`begin` starts it (sends the entry values and the part number to the sink); the
 host code names each place it uses a channel by a site number.
 When the host leaves a call early (an exception, an early return), `finish` follows the
 site's precomputed route: it drains the outputs the TF part will still send and tells the
@@ -93,38 +93,11 @@ class Runtime:
              None if cancel is None else (cancel, plan.channel(cancel).kind))
             for drains, cancel in plan.routes)
 
-    def begin(self, entry_values) -> "CallContext":
-        """Start a call: check and convert the entry values first, so that a mismatch
-        leaves nothing half-sent, then send the part number and the values."""
-        if not tf.executing_eagerly():  # a trace must not send (nor count) anything
-            raise EntryGuardFailed("called while a graph is being traced")
-        registration = self.variant.registration()
-        session = self.variant.session
-        components = None
-        if self.entry is not None:
-            channel = registration.channels[self.entry]
-            try:
-                components = to_components(entry_values, channel.specs,
-                                           channel.layouts, channel.label)
-            except GuardError as exc:
-                raise EntryGuardFailed(str(exc)) from None
-            for name, index, constant in self.folded:
-                value = entry_values[index]
-                if type(value) is not type(constant) or value != constant:
-                    raise EntryGuardFailed(f"{self.variant.plan.spell(name)}: expected "
-                                           f"{constant!r}, got {value!r}", name)
-        nested_start = session.nested_start
-        if nested_start is not None:  # run by the caller's TF part: no part number to send
-            session.nested_start = None
-            nested_start()
-        else:
-            try:
-                session.start_call(registration.index)
-            except tf.errors.OpError as exc:
-                session.raise_failure("the control queue", exc)
-        if components is not None:
-            registration.channels[self.entry].send(components)
-        return CallContext(self, registration)
+    def context(self) -> "CallContext":
+        """A call's context; nothing is sent until its `begin` (which the host program runs
+        inside the `try` whose `finally` runs `finish`: an interrupt between the two
+        cannot leave a call started that nothing cancels)."""
+        return CallContext(self)
 
 
 class _Flags(dict):
@@ -141,35 +114,86 @@ _FLAGS = _Flags()
 
 class CallContext:
     """One sliced call's channel operations. `eager`: after a rescue the host runs the
-    rest of the call itself (the host program's copies of the TF statements run then)."""
+    rest of the call itself (the host program's copies of the TF statements run then).
 
-    __slots__ = ("rt", "channels", "pos", "eager")
+    Each operation is an atomic step (host/interrupt.py): a Ctrl-C is raised before it
+    did anything or after its bookkeeping; `pos` moves only once the channel operation
+    is done, so that `finish` cancels from where the TF part really is."""
 
-    def __init__(self, rt: Runtime, registration):
+    __slots__ = ("rt", "channels", "pos", "eager", "started", "blocking")
+
+    def __init__(self, rt: Runtime):
         # pos: the last site the host program used (an index into plan.sites)
-        self.rt, self.channels, self.pos = rt, registration.channels, rt.start_pos
-        self.eager = False
+        self.rt, self.channels, self.pos = rt, None, rt.start_pos
+        self.eager = self.started = False
+        self.blocking = rt.variant.session.blocking
+
+    def begin(self, entry_values) -> None:
+        """Start the call: check and convert the entry values first, so that a mismatch
+        leaves nothing half-sent; then send the values (a wait that Ctrl-C may end:
+        nothing was sent then) and the part number (it cannot be interrupted once the
+        values are sent)."""
+        rt = self.rt
+        if not tf.executing_eagerly():  # a trace must not send (nor count) anything
+            raise EntryGuardFailed("called while a graph is being traced")
+        with self.blocking:  # registering (building the sink) is gpe's own set-up: whole
+            registration = rt.variant.registration()
+        session = rt.variant.session
+        self.channels = registration.channels
+        components = None
+        if rt.entry is not None:
+            channel = registration.channels[rt.entry]
+            try:
+                components = to_components(entry_values, channel.specs,
+                                           channel.layouts, channel.label)
+            except GuardError as exc:
+                raise EntryGuardFailed(str(exc)) from None
+            for name, index, constant in rt.folded:
+                value = entry_values[index]
+                if type(value) is not type(constant) or value != constant:
+                    raise EntryGuardFailed(f"{rt.variant.plan.spell(name)}: expected "
+                                           f"{constant!r}, got {value!r}", name)
+        with self.blocking:
+            if components is not None:
+                registration.channels[rt.entry].send(components)
+            with self.blocking.shield():
+                nested_start = session.nested_start
+                if nested_start is not None:  # run by the caller's TF part: no part number
+                    session.nested_start = None
+                    nested_start()
+                else:
+                    try:
+                        session.start_call(registration.index)
+                    except tf.errors.OpError as exc:
+                        session.raise_failure("the control queue", exc)
+            self.started = True
 
     def recv(self, site: int):
-        self.pos = site
         channel = self.channels[self.rt.sites[site]]
-        if channel.layouts and channel.layouts[0] is not None:
-            return channel.recv_now()[0]  # a list of TF values: built now
-        return channel.recv()
+        with self.blocking:
+            if channel.layouts and channel.layouts[0] is not None or channel.python:
+                value = channel.recv_now()[0]  # a list of TF values, a Python value: now
+            else:
+                value = channel.recv()  # registered with the channel: received in order
+            self.pos = site
+        return value
 
     def gate(self, site: int, values) -> bool:
         """Send the values the TF part waits for here; True if one no longer fits, so the
         TF part handed over its live values and the host finishes the call eagerly."""
         if self.eager:
             return False
-        self.pos = site
         k = self.rt.sites[site]
         channel = self.channels[k]
-        try:
-            components = to_components(values, channel.specs, channel.layouts, channel.label)
-        except GuardError as failed:
-            return self._rescue(k, channel, failed)
-        channel.send([_FLAGS[1]] + components)
+        with self.blocking:
+            try:
+                components = to_components(values, channel.specs, channel.layouts,
+                                           channel.label)
+            except GuardError as failed:
+                self.pos = site
+                return self._rescue(k, channel, failed)
+            channel.send([_FLAGS[1]] + components)
+            self.pos = site
         return False
 
     def _rescue(self, k: int, channel, failed: GuardError) -> bool:
@@ -210,7 +234,8 @@ class CallContext:
 
     def rescued(self, k: int) -> tuple:
         """The TF values live at the gate that failed (RESCUE channel `k`)."""
-        return tuple(self.channels[k].recv_now())
+        with self.blocking:
+            return tuple(self.channels[k].recv_now())
 
     def flag(self, site: int, value: int, values=()) -> bool:
         """Tell the TF part about a loop iteration or the branch taken (see ChannelKind),
@@ -218,51 +243,59 @@ class CallContext:
         as at a gate)."""
         if self.eager:
             return False
-        self.pos = site
         k = self.rt.sites[site]
         channel = self.channels[k]
-        if value > 0 and channel.specs:
-            try:
-                components = to_components(values, channel.specs, channel.layouts,
-                                           channel.label)
-            except GuardError as failed:
-                return self._rescue(k, channel, failed)
-            channel.send([_FLAGS[value]] + components)
-        else:
-            channel.send([_FLAGS[value]] + _zeros(channel))
+        with self.blocking:
+            if value > 0 and channel.specs:
+                try:
+                    components = to_components(values, channel.specs, channel.layouts,
+                                               channel.label)
+                except GuardError as failed:
+                    self.pos = site
+                    return self._rescue(k, channel, failed)
+                channel.send([_FLAGS[value]] + components)
+            else:
+                channel.send([_FLAGS[value]] + _zeros(channel))
+            self.pos = site
         return False
 
     def barrier(self, site: int) -> None:
         if self.eager:
             return
-        self.pos = site
-        self.channels[self.rt.sites[site]].wait()
+        with self.blocking:  # the token is registered with the channel before the wait
+            self.pos = site
+            self.channels[self.rt.sites[site]].wait()
 
     def check(self, site: int) -> None:
         if self.eager:
             return
-        self.pos = site
-        k = self.rt.sites[site]
-        if k in self.rt.waits:
-            self.channels[k].wait()
+        with self.blocking:
+            self.pos = site
+            k = self.rt.sites[site]
+            if k in self.rt.waits:
+                self.channels[k].wait()
 
     def finish(self) -> None:
         """The host function is leaving (returned, early or not, or raised): cancel what is
-        left of this call's TF part. Nothing to do when the host program ran to its end."""
-        if self.eager:
-            return  # the TF part stopped at the rescue
+        left of this call's TF part. Nothing to do when the host program ran to its end,
+        or when the call never started. Its waits are not interrupted (the TF part must
+        get its cancellation): a Ctrl-C meanwhile is raised when it is done."""
+        if self.eager or not self.started:
+            return  # the TF part stopped at the rescue, or has nothing of this call
         drains, cancel = self.rt.routes[self.pos]
         if not drains and cancel is None:
             return
-        try:
-            for k in drains:
-                self.channels[k].recv()  # dropped: dequeued, in order, when the next is needed
-            if cancel is not None:
-                k, kind = cancel
-                channel = self.channels[k]
-                channel.send([_FLAGS[0 if kind == ChannelKind.GATE else -1]] + _zeros(channel))
-        except Exception:  # the session failed: nothing is left to cancel
-            pass
+        with self.blocking.shield():
+            try:
+                for k in drains:
+                    self.channels[k].recv()  # dropped: dequeued, in order, when needed
+                if cancel is not None:
+                    k, kind = cancel
+                    channel = self.channels[k]
+                    channel.send([_FLAGS[0 if kind == ChannelKind.GATE else -1]]
+                                 + _zeros(channel))
+            except Exception:  # the session failed: nothing is left to cancel
+                pass
 
 
 def _zeros(channel) -> list:

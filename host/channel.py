@@ -12,12 +12,12 @@ import threading
 import weakref
 
 import tensorflow as tf
-from tensorflow.python.ops import gen_data_flow_ops
 
 from gpe.host.pending import Pending
 from gpe.tfprog.channels import ValueSpec, unflatten
 
 _WOKEN = (tf.errors.CancelledError, tf.errors.OutOfRangeError, RuntimeError)
+_PY_TYPES = {"bool": bool, "int": int, "float": float}
 MAX_UNREAD = 256  # well past how far the host can run ahead (the entry queues hold 64)
 
 
@@ -28,21 +28,27 @@ class HostChannel:
         self.layouts = layouts or []  # host->TF: how the values split into components
         self.dtypes, self.specs, self.label = dtypes, specs, label
         self.dtype = specs[0].dtype if specs else tf.bool
+        # TF -> host: Python values among the values (see tfprog.part.output): received at
+        # once and given back as Python bools, ints and floats
+        self.python = [_PY_TYPES.get(s.type_name) if s.python else None for s in specs or ()]
+        if not any(self.python):
+            self.python = None
         self._waiting: collections.deque = collections.deque()
         self._lock = threading.Lock()
 
     # host -> TF ---------------------------------------------------------------------
     def send(self, components: list) -> None:
         try:
-            with self.session.waiting(self.label):  # blocks only when the queue is full
-                gen_data_flow_ops.queue_enqueue_v2(self.handle, components)
+            with self.session.blocking, self.session.waiting(self.label):
+                # blocks only when the queue is full
+                self.session.blocking.enqueue(self.handle, components, self.dtypes)
         except _WOKEN as exc:
             self._woken(exc)
 
     # TF -> host ---------------------------------------------------------------------
     def recv(self) -> Pending:
         pending = Pending(self)
-        with self._lock:
+        with self.session.blocking, self._lock:
             self._waiting.append(weakref.ref(pending))
             if len(self._waiting) > MAX_UNREAD:
                 self._pull_one()
@@ -51,18 +57,21 @@ class HostChannel:
     def recv_now(self) -> list:
         """The values of one send, received now and rebuilt per layout (lists, tuples and
         dicts of TF values), in FIFO order after any value of this channel still pending."""
-        with self._lock:
+        with self.session.blocking, self._lock:
             while self._waiting:
                 self._pull_one()
             try:
                 with self.session.waiting(self.label):
-                    leaves = gen_data_flow_ops.queue_dequeue_v2(self.handle, self.dtypes)
+                    leaves = self.session.blocking.dequeue(self.handle, self.dtypes)
             except _WOKEN as exc:
                 self._woken(exc)
-        return unflatten(self.layouts, list(leaves))
+        leaves = list(leaves)
+        if self.python:
+            leaves = [kind(leaf.numpy()) if kind else leaf for leaf, kind in zip(leaves, self.python)]
+        return unflatten(self.layouts, leaves)
 
     def resolve(self, pending: Pending) -> None:
-        with self._lock:
+        with self.session.blocking, self._lock:
             while pending._value is None:
                 self._pull_one()
 
@@ -71,9 +80,10 @@ class HostChannel:
         self.recv().resolve()
 
     def _pull_one(self) -> None:
+        """Dequeue the oldest pending value (inside an atomic step: host/interrupt.py)."""
         try:
             with self.session.waiting(self.label):
-                value = gen_data_flow_ops.queue_dequeue_v2(self.handle, self.dtypes)
+                value = self.session.blocking.dequeue(self.handle, self.dtypes)
         except _WOKEN as exc:
             self._woken(exc)
         owner = self._waiting.popleft()()

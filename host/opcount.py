@@ -1,8 +1,8 @@
 """Count the TF ops run eagerly on the host, and the ops in a sliced function's TF part.
 
-Used by tests and benchmarks to show where TF work ran. `eager_ops()` patches TF's two
-eager dispatch points (the generated ops' fast path and `execute.execute`) for the
-duration of a `with` block; `graph_ops(part)` counts the nodes of a TF part's FunctionDef.
+Used by tests and benchmarks to show where TF work ran. `eager_ops()` patches TF's eager
+dispatch points (the generated ops' fast path, `execute.execute` and the cancellable
+`execute.execute_with_cancellation` gpe's waits use) for the duration of a `with` block; `graph_ops(part)` counts the nodes of a TF part's FunctionDef.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tensorflow.python import pywrap_tfe
 from tensorflow.python.eager import execute
 
 CHANNEL_OPS = frozenset({"QueueEnqueueV2", "QueueDequeueV2", "QueueCloseV2", "FIFOQueueV2",
-                         "QueueDequeueManyV2", "DestroyResourceOp"})
+                         "QueueDequeueManyV2", "QueueSizeV2", "DestroyResourceOp"})
 """Ops gpe runs on the host to move values, and resource clean-up: not the user's TF work."""
 SINK_MARK = "gpe_sink"  # the sink program's function name contains this
 _plumbing = threading.local()  # see plumbing()
@@ -36,6 +36,7 @@ def eager_ops():
     """Yields a Counter of op type -> eager executions inside the block (all threads)."""
     counts: collections.Counter = collections.Counter()
     fast, slow = pywrap_tfe.TFE_Py_FastPathExecute, execute.execute
+    cancellable = execute.execute_with_cancellation
 
     def counted_fast(ctx, op_name, *args, **kwargs):
         if not getattr(_plumbing, "active", False):
@@ -47,11 +48,17 @@ def eager_ops():
             counts[op_name.decode() if isinstance(op_name, bytes) else op_name] += 1
         return slow(op_name, *args, **kwargs)
 
+    def counted_cancellable(op_name, *args, **kwargs):
+        counts[op_name] += 1
+        return cancellable(op_name, *args, **kwargs)
+
     pywrap_tfe.TFE_Py_FastPathExecute, execute.execute = counted_fast, counted_slow
+    execute.execute_with_cancellation = counted_cancellable
     try:
         yield counts
     finally:
         pywrap_tfe.TFE_Py_FastPathExecute, execute.execute = fast, slow
+        execute.execute_with_cancellation = cancellable
 
 
 def user_ops(counts: collections.Counter) -> collections.Counter:

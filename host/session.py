@@ -23,7 +23,9 @@ from tensorflow.python.ops import gen_data_flow_ops
 
 from gpe.host import fence, opcount
 from gpe.host.channel import HostChannel
+from gpe.host.interrupt import Interruptible
 from gpe.host.watchdog import Watchdog
+from gpe.tfprog import asserts
 from gpe.tfprog.channels import make_queue
 from gpe.tfprog.exact import use_exact_arithmetic_on_this_thread
 from gpe.tfprog.part import LINE_SCOPE, Part
@@ -58,22 +60,36 @@ class Session:
         self._ack_lock = threading.Lock()  # one reader of the acknowledgements at a time
         self._call_owner: int | None = None
         self.forked = False  # in a forked child: no sliced calls (see after_fork_in_child)
+        self.blocking = Interruptible()  # the main thread's steps and waits (Ctrl-C)
         self.watchdog = Watchdog(self)
+        if self.watchdog.listens_for_signals:
+            self.blocking.install_handler()
         fence.install(self)
 
     # one sliced call at a time ---------------------------------------------------------
     def enter_call(self) -> bool:
         """Claim the session for one sliced call; False while another call holds it (from
         another thread, or an outer sliced call on this one): that call then runs eagerly,
-        so the channels of two calls never interleave."""
-        with self._call_guard:
-            if self._call_owner is not None or self.forked:
-                return False
-            self._call_owner = threading.get_ident()
-            return True
+        so the channels of two calls never interleave.
+        A Ctrl-C while the session is claimed is raised at the call's first step (inside
+        the `try` that ends with exit_call) or at exit_call, never in between."""
+        self.blocking.hold()
+        try:
+            with self._call_guard:
+                if self._call_owner is not None or self.forked:
+                    claimed = False
+                else:
+                    self._call_owner = threading.get_ident()
+                    claimed = True
+        finally:
+            self.blocking.unhold()
+        if not claimed:
+            self.blocking.deliver_pending()
+        return claimed
 
     def exit_call(self) -> None:
         self._call_owner = None
+        self.blocking.deliver_pending()
 
     def waiting(self, label: str) -> "_Waiting":
         """Around a host operation that may block on the graph (see host.watchdog)."""
@@ -166,8 +182,9 @@ class Session:
 
     # calls --------------------------------------------------------------------------
     def start_call(self, index: int) -> None:
-        self._enqueue_control(index)
-        self.sent += 1
+        with self.blocking:
+            self._enqueue_control(index)
+            self.sent += 1
         if self.sent - self.acknowledged > ACK_BACKLOG:  # keep the acknowledgements short
             self._acknowledge_until(self.acknowledged + ACK_BACKLOG // 2)
 
@@ -192,15 +209,28 @@ class Session:
             self._acknowledge(min(target, self.sent) - self.acknowledged)
 
     def _acknowledge(self, count: int) -> None:
-        if count <= 0 or self.failed:
-            return
+        """Read `count` acknowledgements: those there already at once, then one at a time
+        as the sink sends them (an interrupted wait then loses none: a cancelled
+        DequeueMany would drop what it had taken)."""
+        while count > 0 and not self.failed:
+            with self.blocking:
+                count -= self._acknowledge_some(count)
+
+    def _acknowledge_some(self, count: int) -> int:
+        """Read up to `count` acknowledgements (at least one), inside an atomic step."""
         try:
             with self.waiting("the sink's acknowledgements"):
-                gen_data_flow_ops.queue_dequeue_many_v2(self.done.queue_ref,
-                                                        tf.constant(count), [tf.int32])
+                ready = min(int(gen_data_flow_ops.queue_size_v2(self.done.queue_ref)), count)
+                if ready:
+                    gen_data_flow_ops.queue_dequeue_many_v2(self.done.queue_ref,
+                                                            tf.constant(ready), [tf.int32])
+                else:
+                    ready = 1
+                    self.blocking.dequeue(self.done.queue_ref, [tf.int32])
         except (tf.errors.CancelledError, tf.errors.OutOfRangeError, RuntimeError) as exc:
             self.raise_failure("the sink's acknowledgements", exc)
-        self.acknowledged += count
+        self.acknowledged += ready
+        return ready
 
     def _enqueue_control(self, index: int) -> None:
         tensor = _INDEX_TENSORS.get(index)
@@ -247,6 +277,8 @@ class Session:
         if isinstance(failure, tf.errors.OpError):
             text, where = self._describe(failure.message)
             error = type(failure)(failure.node_def, failure.op, text)
+            if isinstance(failure, tf.errors.InvalidArgumentError):  # an assert: eager's
+                error = asserts.eager_error(part.uid for part, _, _ in self.parts) or error
             if where:
                 error.add_note(where) if hasattr(error, "add_note") else None
             raise error from None
@@ -293,6 +325,7 @@ class Session:
         self.generation += 1
         self._new_generation()
         self.forked = True  # TF's own thread pools did not survive either: calls run eagerly
+        self.blocking = Interruptible()
         self.watchdog.restart_in_child()
 
     def before_fork(self) -> None:
@@ -306,6 +339,7 @@ class Session:
         sink may still be finishing an op: it is waited for too, so that no TF thread is
         running when the interpreter tears down."""
         self.watchdog.stop()
+        self.blocking.uninstall_handler()
         with self._lock:
             thread = self.thread
             if thread is None:

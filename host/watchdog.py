@@ -4,7 +4,8 @@ Host operations that can block (a dequeue, an enqueue into a full queue) run ins
 `session.waiting(label)`. A daemon thread checks them: one that has waited longer than the
 session's wait timeout fails the session with `GpeTimeoutError` naming the channel and its
 function, which closes every queue and so wakes the wait. It also listens on the signal
-wakeup fd, so Ctrl-C during a wait wakes the wait and KeyboardInterrupt is raised at once.
+wakeup fd: a signal cancels the main thread's wait (host/interrupt.py), so Ctrl-C during a
+wait raises KeyboardInterrupt at once and leaves the session and the calls sent as they were.
 """
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ class Watchdog:
         self.thread = threading.Thread(target=self._run, name="gpe-watchdog", daemon=True)
         self.thread.start()
 
+    @property
+    def listens_for_signals(self) -> bool:
+        return self._signal_fd is not None
+
     def _install_signal_fd(self) -> int | None:
         if threading.current_thread() is not threading.main_thread():
             return None
@@ -52,9 +57,8 @@ class Watchdog:
                 ready, _, _ = select.select([self._signal_fd], [], [], self._tick())
                 if ready:
                     os.read(self._signal_fd, 64)
-                    if self.waits:
-                        self.session.fail(KeyboardInterrupt())
-                        continue
+                    self.session.blocking.interrupt()
+                    continue
             else:
                 time.sleep(self._tick())
             self._check_timeouts()

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import gast
 
-from gpe.slicer import anno
+from gpe.slicer import anno, scope
 from gpe.slicer.anno import Key
 from gpe.slicer.hoist import is_tf_with
 
 
 def resolve(fn: gast.FunctionDef) -> None:
     local = {a.id for a in gast.walk(fn.args) if isinstance(a, gast.Name)}
-    local |= {n.id for n in gast.walk(fn) if isinstance(n, gast.Name)
+    local |= {n.id for n in scope.walk(fn) if isinstance(n, gast.Name)
               and isinstance(n.ctx, (gast.Store, gast.Del))}
     for stmt in fn.body:
         _statement(stmt, frozenset(local))
@@ -49,7 +49,13 @@ def _statement(stmt: gast.stmt, local: frozenset) -> None:
 
 def _collect(node: gast.AST, reads: set, writes: set, nested: bool) -> None:
     """Names read and bound by `node`; inside a nested function or class only reads count
-    (its free names are read when it runs), and the nested definition binds its name."""
+    (its free names are read when it runs), and the nested definition binds its name.
+    A comprehension's own variables are neither (see slicer/scope.py)."""
+    if isinstance(node, scope.COMPREHENSIONS):
+        for name in scope.walk(node):
+            if isinstance(name, gast.Name):
+                _collect(name, reads, writes, nested)
+        return
     if isinstance(node, gast.Name):
         if isinstance(node.ctx, gast.Load):
             reads.add(node.id)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import gast
 
-from gpe.slicer import anno
+from gpe.slicer import anno, scope
 from gpe.slicer.anno import Key
 from gpe.slicer.errors import Refusal
 from gpe.slicer.facts import TF_KINDS, Facts, Kind
@@ -89,7 +89,7 @@ class _Crossings:
         self.parsed, self.facts = parsed, facts
         self.entry: list[str] = []
         self.s = _State()
-        self.loads = [(getattr(n, "lineno", 0), n.id) for n in gast.walk(parsed.node)
+        self.loads = [(getattr(n, "lineno", 0), n.id) for n in scope.walk(parsed.node)
                       if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)]
         self.loops: list[gast.stmt] = []  # the MIRROR loops around the statement walked
         for name, fact in facts.args.items():
@@ -153,11 +153,11 @@ class _Crossings:
 
     def _read_later(self, stmt: gast.stmt) -> set[str]:
         """Names read from `stmt`'s line on, or anywhere in a loop around it."""
-        names = {n for line, n in self.loads if line >= stmt.lineno}
+        read = {n for line, n in self.loads if line >= stmt.lineno}
         for loop in self.loops:
-            names |= {n.id for n in gast.walk(loop) if isinstance(n, gast.Name)
-                      and isinstance(n.ctx, gast.Load)}
-        return names
+            read |= {n.id for n in scope.walk(loop) if isinstance(n, gast.Name)
+                     and isinstance(n.ctx, gast.Load)}
+        return read
 
     def _unchanged_tensor_argument(self, name: str) -> bool:
         fact = self.facts.args.get(name)
@@ -268,7 +268,7 @@ class _Crossings:
         host_reads = {n for c in inner if anno.get(c, Key.PLACE) != Place.TF
                       and not anno.get(c, Key.MIRROR) for n in anno.get(c, Key.READS, ())}
         self._to_host(sorted(host_writes & host_reads), stmt)
-        carried = tuple(sorted(n for n in tf_writes if s.side.get(n, _LOST) != _LOST))
+        carried = tuple(sorted(n for n in tf_writes if _carries(stmt, s.side.get(n, _LOST))))
         send = self._sends(set(carried) | (tf_reads - tf_writes - host_writes), stmt)
         if send and s.late(send):
             self._set_gate(stmt, send)
@@ -277,7 +277,7 @@ class _Crossings:
         s.on_tf.update(send)
         anno.set(stmt, Key.CARRIED, carried)
         header = stmt.test if isinstance(stmt, (gast.If, gast.While)) else stmt.iter
-        header_reads = {n.id for n in gast.walk(header) if isinstance(n, gast.Name)
+        header_reads = {n.id for n in scope.walk(header) if isinstance(n, gast.Name)
                         and isinstance(n.ctx, gast.Load)}
         if isinstance(stmt, gast.If):
             self._to_host(sorted(header_reads), stmt)
@@ -362,6 +362,17 @@ def _merge(ends: list[_State]) -> _State:
     out.state_touched = any(e.state_touched for e in ends)
     out.tf_since_check = any(e.tf_since_check for e in ends)
     return out
+
+
+def _carries(stmt: gast.stmt, side: str) -> bool:
+    """A name TF work inside `stmt` rebinds is carried by the TF part through it (a loop
+    variable, a branch output) when it exists before it; for an `if`, only when its value
+    there is the TF part's: a value of the host's (a Python float or int) rebound in one
+    branch stays the host's, and a Python value, when the other branch is taken (the host
+    receives the TF value inside the branch that computed it)."""
+    if isinstance(stmt, gast.If):
+        return side == _TF
+    return side != _LOST
 
 
 def _bound_by_loop(loop: gast.For, name: str) -> bool:

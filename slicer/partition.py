@@ -22,7 +22,7 @@ import copy
 
 import gast
 
-from gpe.slicer import anno, templates
+from gpe.slicer import anno, scope, templates
 from gpe.slicer.anno import Key
 from gpe.slicer.errors import Refusal
 from gpe.slicer.facts import Facts, Kind
@@ -38,8 +38,9 @@ HOST_FACTORY = """
 def _gpe_factory(__params__):
     def __name__(__args__):
         __declarations__
-        _gpe_c = _gpe_rt.begin(__entry__)
+        _gpe_c = _gpe_rt.context()
         try:
+            _gpe_c.begin(__entry__)
             __body__
         finally:
             _gpe_c.finish()
@@ -228,7 +229,7 @@ class _Partition:
     def _captures(self, tf_body) -> tuple[str, ...]:
         """What the TF program reads from outside when it is traced: free names, and
         attribute chains on them or on arguments (`self.w`); guarded by identity."""
-        names = [n for s in tf_body for n in gast.walk(s) if isinstance(n, gast.Name)]
+        names = [n for s in tf_body for n in scope.walk(s) if isinstance(n, gast.Name)]
         stored = {n.id for n in names if not isinstance(n.ctx, gast.Load)}
         stored |= {a.id for s in tf_body for n in gast.walk(s) if isinstance(n, gast.FunctionDef)
                    for a in n.args.args}
@@ -308,11 +309,8 @@ def _declare_nonlocals(body: list[gast.stmt], outer: frozenset) -> None:
 
 
 def _walk_scope(node):
-    """Nodes of `node` not inside a nested function."""
-    yield node
-    for child in gast.iter_child_nodes(node):
-        if not isinstance(child, (gast.FunctionDef, gast.Lambda)):
-            yield from _walk_scope(child)
+    """Nodes of `node` not inside a nested function, less comprehension variables."""
+    return scope.walk(node, skip=(gast.FunctionDef, gast.Lambda))
 
 
 def _computed(stmts: list[gast.stmt]) -> set[str]:

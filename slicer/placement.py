@@ -327,8 +327,9 @@ class _Placer:
     def _set(self, stmt: gast.stmt, place: Place, reason: str) -> None:
         anno.set(stmt, Key.PLACE, place)
         anno.set(stmt, Key.REASON, reason)
-        if place != Place.BOTH:
+        if place != Place.BOTH:  # a folded argument rebound (`n += 1`) is no longer fixed
             self.both.difference_update(anno.get(stmt, Key.WRITES, ()))
+            self.fixed.difference_update(anno.get(stmt, Key.WRITES, ()))
 
     def _refuse(self, stmt: gast.stmt) -> Refusal:
         what = _KEYWORDS.get(type(stmt), type(stmt).__name__.lower())

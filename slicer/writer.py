@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import gast
 
-from gpe.slicer import anno, templates
+from gpe.slicer import anno, scope, templates
 from gpe.slicer.anno import Key
 from gpe.slicer.plan import Channel, ChannelKind, LineReport
 
@@ -103,7 +103,7 @@ class Writer:
         """The segment returns the names its own statements bind; the block gets them."""
         bound = []
         for node in _own_statements(seg.body):
-            for target in gast.walk(node):
+            for target in scope.walk(node):
                 if isinstance(target, gast.Name) and isinstance(target.ctx, gast.Store) \
                         and not target.id.startswith("_gpe_") and target.id not in bound:
                     bound.append(target.id)

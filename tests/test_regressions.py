@@ -289,8 +289,6 @@ def test_item04_failing_assert_stops_the_rest_of_the_call():
     same_as_eager(make_assert_no_return, SIGNS, min_graph_calls=2, messages=False)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 4 (found with it): a graph assert's "
-                                       "message is not eager's")
 def test_item04_failing_assert_message_is_eagers():
     """Eager: tf.Assert raises "Expected 'tf.Tensor(False, ...)' to be true. Summarized
     data: b'x not positive'" (assert_* format their own message with the value).
@@ -900,8 +898,6 @@ CTRL_C = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 13: Ctrl-C during a wait drops the calls "
-                                       "queued; later calls can fail")
 @pytest.mark.timeout(300)
 def test_item13_function_works_after_ctrl_c_during_a_wait(tmp_path):
     """Ctrl-C (a real SIGINT) while the host waits on the 10th call's result.

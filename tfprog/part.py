@@ -24,6 +24,7 @@ from tensorflow.python.types import core
 from gpe.slicer.plan import ChannelKind, SlicePlan
 from gpe.tfprog.channels import ValueSpec, flatten, python_spec, unflatten
 from gpe.tfprog.exact import exact_arithmetic
+from gpe.tfprog import asserts
 from gpe.tfprog.failing import can_fail
 
 _RESOURCE = tf.TensorSpec([], tf.resource)
@@ -109,6 +110,14 @@ for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
     _forward, _reflected = _binary(getattr(operator, _name), _name)
     setattr(HostValue, f"__{_name}__", _forward)
     setattr(HostValue, f"__r{_name}__", _reflected)
+
+
+def _python_leaf_spec(leaf) -> ValueSpec | None:
+    """The Python spec of a leaf that is a Python bool, int or float (or holds one)."""
+    if isinstance(leaf, HostValue):
+        return leaf._spec if leaf._spec.python else None
+    kind = type(leaf)
+    return python_spec(kind) if kind in (bool, int, float) else None
 
 
 class PartError(Exception):
@@ -198,7 +207,8 @@ class _TraceRuntime:
         (1). 0 cancels the rest of the call; 2 (a rescue) also hands the `live` values to the
         host on channel `rescue`, which finishes the call eagerly. Returns (going on, the
         carried values), like every block of the TF program."""
-        flag, *leaves = self._receive(queues[index], self.specs[index], [tf.int32])
+        with tf.control_dependencies(self._earlier()):
+            flag, *leaves = self._receive(queues[index], self.specs[index], [tf.int32])
         values = unflatten(self.layouts[index], leaves)
         self._note_failing_ops()
         outer, self.unchecked = self.unchecked, []
@@ -216,7 +226,8 @@ class _TraceRuntime:
         block (`segment`) runs only if it says go on, inside the block, so the tape records
         it; its results come out of the `tf.cond` (zeros when cancelled: the statements
         after the block then do not run, see resume)."""
-        flag, *leaves = self._receive(queues[index], self.specs[index], [tf.int32])
+        with tf.control_dependencies(self._earlier()):
+            flag, *leaves = self._receive(queues[index], self.specs[index], [tf.int32])
         values = unflatten(self.layouts[index], leaves)
         self._note_failing_ops()
         outer, self.unchecked = self.unchecked, []
@@ -268,7 +279,7 @@ class _TraceRuntime:
         `live(*carried)` go to the host on channel `rescue`), with the values the
         iteration starts with. `body(*values, *carried)` returns (going on, carried)."""
         specs = self.specs[index]
-        with tf.control_dependencies(self.unchecked):
+        with tf.control_dependencies(self._earlier()):
             first = self._receive(queues[index], specs, [tf.int32], wrap=False)
         outer, self.unchecked = self.unchecked, []
         n = len(specs)
@@ -310,7 +321,7 @@ class _TraceRuntime:
 
     def branch(self, queues, index, then: Callable, orelse: Callable, carried: tuple):
         """An `if` the host decides: it sends 1 (the body), 0 (else) or -1 (cancel)."""
-        with tf.control_dependencies(self.unchecked):
+        with tf.control_dependencies(self._earlier()):
             flag = self._flag(queues, index)
         outer, self.unchecked = self.unchecked, []
         out = tf.switch_case(flag + 1, [lambda: self.end(carried, False),
@@ -339,16 +350,33 @@ class _TraceRuntime:
 
     def output(self, queues, index, value):
         """Send `value` to the host: a tensor, or a list/tuple/dict of them (sent leaf by
-        leaf; the host rebuilds it: never packed into one tensor)."""
+        leaf; the host rebuilds it: never packed into one tensor). A Python bool, int or
+        float (one the TF part computed while traced, or the host sent) goes with a Python
+        spec: the host gets it back as that Python type."""
         layout, leaves = flatten(value)
-        try:
-            tensors = [tf.convert_to_tensor(leaf) for leaf in leaves]
-        except (TypeError, ValueError) as exc:
-            raise PartError(f"{self.plan.channel(index).names[0]} is not a tensor: {exc}")
-        self.specs[index] = [ValueSpec(t.dtype, tuple(t.shape.as_list())
-                                       if t.shape.rank is not None else None) for t in tensors]
+        tensors, specs = [], []
+        for leaf in leaves:
+            spec = _python_leaf_spec(leaf)
+            try:
+                tensor = (tf.convert_to_tensor(leaf) if spec is None else
+                          tf.cast(leaf._tensor, spec.dtype) if isinstance(leaf, HostValue)
+                          else tf.constant(leaf, spec.dtype))
+            except (TypeError, ValueError) as exc:
+                raise PartError(f"{self.plan.channel(index).names[0]} is not a tensor: {exc}")
+            tensors.append(tensor)
+            specs.append(spec or ValueSpec(tensor.dtype, tuple(tensor.shape.as_list())
+                                           if tensor.shape.rank is not None else None))
+        self.specs[index] = specs
         self.layouts[index] = [layout]
         gen_data_flow_ops.queue_enqueue_v2(queues[index], tensors)
+
+    def _earlier(self) -> list:
+        """What a host decision (a gate, loop or branch flag) is received after: every
+        earlier effect and op that can fail in this graph. Everything inside the block
+        depends on the flag, so it runs after them (a barrier or a nested call inside it
+        would otherwise not be ordered after the enclosing graph's earlier writes)."""
+        self._note_failing_ops()
+        return _stateful_ops() + self.unchecked
 
     def barrier(self, queues, index):
         self._note_failing_ops()
@@ -447,7 +475,7 @@ def build_part(plan: SlicePlan, tf_factory: Callable[..., Callable], bound: dict
     signature = [_RESOURCE] * (len(plan.channels) + sum(
         len(p.plan.channels) for p in nested if p is not None))
     try:
-        with exact_arithmetic():
+        with exact_arithmetic(), asserts.intercept(runtime.uid):  # eager's assert messages
             concrete = tf.function(traced, input_signature=signature,
                                    autograph=False).get_concrete_function()
     except PartError:

@@ -1,0 +1,163 @@
+"""Regression tests for what the differential fuzzer (tests/fuzz) found: each test is the
+minimised program of a seed (and a few programs of the same class), run eagerly and under
+gpe, everything observable compared, with the calls that must have run sliced.
+"""
+import tensorflow as tf
+
+from harness import Var, check
+
+X = tf.constant([0.04, 0.43, -0.72])
+
+
+# seed 37: comprehension variables ------------------------------------------------------
+# A comprehension has its own scope, but activity analysis counted its variable as a name
+# the statement binds and reads. In a tensor `while` after a host statement the TF
+# statement then "needed" `q` from the host (sent with the gate before the loop body ran
+# it: NameError in the profile program, a gpe-only error), and a segment returned it.
+def test_seed37_comprehension_variable_in_a_tensor_while_inside_a_for():
+    def make(log):
+        def main(x, n):
+            for k1 in range(2):
+                w2 = tf.clip_by_value(tf.reduce_sum(x), -3.0, 3.0)
+                while w2 < 4.5:
+                    w2 = w2 + 1.0 + tf.abs(x[1])
+                    f3 = tf.reduce_sum(x).numpy() * 2.0
+                    l4 = [w2 * 0.5 + tf.cast(q, tf.float32) for q in range(3)]
+                n = (n + int(tf.reduce_sum(tf.cast(x > 0, tf.int32)))) % 9
+            log.append(f3)
+            return n, l4
+        return main, {}
+    check(make, [(X, 0), (X, 0), (X * 2.0, 0), (-X, 0)])
+
+
+def test_comprehension_variables_of_every_kind_are_not_the_functions():
+    """A set, dict and generator comprehension, nested generators, and a comprehension
+    variable with the name of a function local (the local keeps its value) and of a
+    module variable, in loops the TF part follows."""
+    def make(log):
+        v = tf.Variable(1.0)
+
+        def f(x, steps):
+            q = tf.reduce_sum(x)
+            i = 10
+            for _ in range(steps):
+                y = x * 2.0
+                log.append(len({int(i) for i in range(3)}))
+                d = {k: y[k] + q for k in range(2)}
+                s = sum(tf.reduce_sum(y * float(j)) for j in range(2))
+                pairs = [a * b for a in range(2) for b in range(a, 3) if a + b > 0]
+                v.assign_add(s + d[1] + float(pairs[-1]))
+                log.append(float(tf.reduce_sum(y)))
+            return q, i, v.read_value()
+        return f, {"v": v}
+    # the set, dict and generator comprehensions run on the host (only a list comprehension
+    # over a fixed range goes to the TF part): their ops run eagerly
+    check(make, [(X, 2), (X, 2), (X * 3.0, 2), (-X, 2)],
+          host_ops_allowed=frozenset({"StridedSlice", "AddV2", "Mul", "Sum"}))
+
+
+def test_walrus_in_a_comprehension_binds_the_functions_name():
+    def make(log):
+        def f(x):
+            last = 0.0
+            ys = [(last := float(t)) * 2.0 for t in tf.unstack(x)]
+            z = tf.reduce_sum(x) * last
+            log.append(ys)
+            return z, last
+        return f, {}
+    # the comprehension runs on the host (float of each row): its Unpack runs eagerly
+    check(make, [(X,), (X,), (X * 2.0,)], host_ops_allowed=frozenset({"Unpack"}))
+
+
+def test_comprehension_over_a_variable_named_like_its_target():
+    def make(log):
+        def f(x, v):
+            total = x
+            for _ in tf.range(2):
+                total = total + tf.add_n([v * 1.0 for v in [total, x]])
+            v.assign(tf.reduce_sum(total))
+            return total
+        return f, {"v": tf.Variable(0.0)}
+    # the host iterates over the tensor `tf.range(2)`: a StridedSlice each iteration
+    check(make, [(X, Var("v"))] * 3, host_ops_allowed=frozenset({"StridedSlice"}))
+
+
+# seeds 106, 137, 168, 291: a host value rebound by TF work in one branch of a tensor `if` --
+# The TF part carried the host's Python float through the branch (sent with the gate,
+# merged, sent back): when the other branch was taken the host got a float32 tensor
+# instead of its own float (printed as `tf.Tensor(...)`, and rounded to float32).
+def test_seed106_host_float_rebound_in_one_branch_of_a_tensor_if_stays_a_float():
+    def make(log):
+        def main(x):
+            z = float(tf.reduce_mean(x))
+            n = 3
+            if tf.reduce_sum(x) > 0:
+                z = x[-1]
+                n = tf.reduce_sum(x)
+            print("z", z, n)
+            return z, n
+        return main, {}
+    check(make, [(X,), (X,), (-X,), (X * 2.0,), (-X * 3.0,)])
+
+
+# seed 274: a Python value computed by the TF part (a folded branch not taken) ----------------
+# `z = 1; if n > 1: z = tf...` with n folded: the TF part sent the Python int 1 to the host
+# as an int32 tensor.
+def test_seed274_python_value_sent_by_the_tf_part_stays_python():
+    def make(log):
+        def main(x, n):
+            z = 1
+            b = True
+            f = 0.1
+            if n > 1:
+                z = tf.reduce_max(x)
+                b = x[0] > 0
+                f = tf.reduce_sum(x)
+            print("z", z, b, f)
+            return z, b, f, x * 2.0
+        return main, {}
+    check(make, [(X, 0)] * 3)
+    check(make, [(X, 2)] * 3)
+
+
+# seed 264: a folded argument rebound on the host, then copied ---------------------------------
+# `n += 1; i = n` with n folded: `i = n` was computed on both sides, and the TF part's n
+# was still the folded value from before `n += 1`.
+def test_seed264_folded_argument_rebound_before_a_copy():
+    def make(log):
+        def main(x, n, scale):
+            n += 1
+            i = n
+            s = tf.reduce_min(x * 1.5)
+            log.append(float(s))
+            return tf.cast(i, tf.float32) * scale + s
+        return main, {}
+    check(make, [(X, 0, 0.5), (X, 0, 0.5), (X * 2.0, 0, 0.5)])
+
+
+# seed 443: a failing tf.debugging.assert_* raises eager's message -----------------------------
+# The graph's Assert kernel prints its data its own way ("assertion failed: [big]
+# [Condition x < y did not hold element-wise:] [x (gpe59_L16/mul_1:0) = ] [3.12] ...");
+# eager formats the values in Python. tfprog/asserts.py hands the checked values over.
+def test_seed443_failing_asserts_raise_eagers_exception():
+    def make(log):
+        v = tf.Variable(0.0)
+
+        def main(x, limit):
+            y = x * 2.0
+            log.append("before")
+            tf.debugging.assert_less(tf.reduce_max(y), limit, message="big")
+            tf.debugging.Assert(tf.reduce_all(y > -5.0), ["low", y], summarize=2)
+            tf.debugging.assert_positive(y + 3.0, message="positive")
+            tf.debugging.assert_near(y, y + 1e-9, message="near")
+            v.assign_add(tf.reduce_sum(y))
+            log.append("after")
+            return y
+        return main, {"v": v}
+    big = tf.constant([0.04, 4.43, -0.72])
+    low = tf.constant([-1.0, -1.2, 0.2, 0.1])
+    neg = tf.constant([-3.0, -2.0, -1.9])
+    # a failed call's assert runs again eagerly on the host, with the values it checked
+    again = frozenset({"Less", "Range", "All", "NotEqual"})
+    check(make, [(X, 2.5), (X, 2.5), (big, 2.5), (X, 2.5), (neg, 2.5)], host_ops_allowed=again)
+    check(make, [(low, 9.0), (low, 9.0), (low * 3.0, 9.0), (low, 9.0)], host_ops_allowed=again)
