@@ -24,14 +24,19 @@ KNOWN_FAILING: dict[int, str] = {
           "z7 = s6; t8 = x * z7` on a sliced call (found at the end of session 4, also on main "
           "before it; not minimised yet)",
     # seeds 1274:1874, run on merged main at the very end of session 4 (not minimised):
-    1274: "not a gpe hang: the program never ends eagerly either (`while V_s < 3.0` whose body "
-          "sets V_s back below 3); the generator and the harness must call it broken",
     1390: "diff: printed output `p2 0` under eager, `p2 4` under gpe",
     1618: "diff: call 2 returns another float in a list (-1.1664 vs -0.2430)",
     1749: "diff: call 2 returns a Python int 1 under eager, 0 under gpe",
+    1856: "gpe-only UnboundLocalError for t8 on call 0 (like 1244)",
+}
+
+# seeds whose programs never end eagerly either: a generator/harness bug (the harness
+# reports them as gpe hangs); not run here (each would wait out the 90 s timeout)
+NEVER_END: dict[int, str] = {
+    1274: "not a gpe hang: the program never ends eagerly either (`while V_s < 3.0` whose body "
+          "sets V_s back below 3); the generator and the harness must call it broken",
     1854: "not a gpe hang: the program never ends eagerly either (`while c3 < n` with "
           "`n += 1` in the body when flag is True, call 6); generator/harness bug",
-    1856: "gpe-only UnboundLocalError for t8 on call 0 (like 1244)",
 }
 
 SEEDS = parse_seeds(os.environ.get("GPE_FUZZ_SEEDS", "0:40"))
@@ -39,7 +44,8 @@ SEEDS = parse_seeds(os.environ.get("GPE_FUZZ_SEEDS", "0:40"))
 
 @pytest.mark.timeout(900)
 def test_generated_programs_match_eager():
-    results = run_seeds([s for s in SEEDS if s not in KNOWN_FAILING], timeout=90)
+    results = run_seeds([s for s in SEEDS if s not in KNOWN_FAILING and s not in NEVER_END],
+                        timeout=90)
     found = [r for r in results if r.status in FINDINGS]
     broken = [r for r in results if r.status == "broken"]
     assert not broken, f"the generator wrote programs that do not run: {broken[:3]}"
