@@ -181,20 +181,7 @@ class CallContext:
     def gate(self, site: int, values) -> bool:
         """Send the values the TF part waits for here; True if one no longer fits, so the
         TF part handed over its live values and the host finishes the call eagerly."""
-        if self.eager:
-            return False
-        k = self.rt.sites[site]
-        channel = self.channels[k]
-        with self.blocking:
-            try:
-                components = to_components(values, channel.specs, channel.layouts,
-                                           channel.label)
-            except GuardError as failed:
-                self.pos = site
-                return self._rescue(k, channel, failed)
-            channel.send([_FLAGS[1]] + components)
-            self.pos = site
-        return False
+        return self.flag(site, 1, values)
 
     def _rescue(self, k: int, channel, failed: GuardError) -> bool:
         """Tell the TF part waiting on channel `k` to stop and hand over what it holds; the
