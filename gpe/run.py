@@ -129,6 +129,21 @@ def run_script(path: str, argv: list[str]) -> None:
     exec(code, main.__dict__)
 
 
+_EAGER_COUNTS = (  # why a call ran eagerly, besides the fallback notes: every one is told
+    ("unpaid_calls", "before building it paid off"),
+    ("profile_calls", "profile calls (the values a variant is built on)"),
+    ("timed_calls", "timed eagerly against sliced calls (the adaptive choice)"),
+    ("chosen_calls", "the adaptive choice ran it eagerly (faster so)"),
+    ("refused_calls", "its variant was refused (the reason above)"),
+    ("traced_calls", "called while a caller's TF part was traced (its ops are in that graph)"),
+)
+
+
+def _eager_lines(s: dict) -> list[str]:
+    lines = [f"      eager x{s[key]}: {why}" for key, why in _EAGER_COUNTS if s[key]]
+    return lines + [f"      eager x{count}: {reason}" for reason, count in s["fallbacks"].items()]
+
+
 def report() -> str:
     """Per sliced function with TF work: calls, sliced calls, eager calls, fallbacks, guard
     failures ("expected X, got Y") and the assumptions of each variant built."""
@@ -144,10 +159,7 @@ def report() -> str:
         lines.append(f"  {fn.__qualname__}: {s['calls']} calls, {s['graph_calls']} sliced, "
                      f"{s['eager_calls']} eager, {s['variants']} variant(s)"
                      + (" (not sliced: plain Python from then on)" if fn.plain else ""))
-        if s["unpaid_calls"]:
-            lines.append(f"      eager x{s['unpaid_calls']}: before building it paid off")
-        for reason, count in s["fallbacks"].items():
-            lines.append(f"      eager x{count}: {reason}")
+        lines.extend(_eager_lines(s))
         for reason, count in s["guard_failures"].items():
             lines.append(f"      guard failed x{count}: {reason}")
         for i, assumed in enumerate(s["variants_built"], 1):

@@ -104,6 +104,7 @@ class SlicedFunction:
             self._note("called while a GradientTape is recording", warn=False)
             return self._eager(args, kwargs)
         if variant.eager_faster:
+            self.stats_.chosen_calls += 1
             return self._eager(args, kwargs)
         if variant.timer.timing_eager:
             return self._timed_eager(variant, start, args, kwargs)
@@ -152,11 +153,13 @@ class SlicedFunction:
             self._note(str(failed))
 
     def _timed_eager(self, variant: Variant, start: float, args, kwargs):
+        self.stats_.timed_calls += 1
         try:
             return self._eager(args, kwargs)
         finally:
             verdict = variant.timer.eager_call(start)
-            if verdict is not None:
+            if verdict is not None:  # this call is counted with the verdict's note
+                self.stats_.timed_calls -= 1
                 self._note(verdict, warn=False)  # a choice for speed, not a failure
                 self.plain = self.cache.all_eager()
 
@@ -206,7 +209,7 @@ class SlicedFunction:
         try:
             plan = self._plan(values)
         except NotBuilt as not_yet:  # sliced again at the next call
-            log.info("%s: %s; runs eagerly", self.__qualname__, not_yet)
+            self._note(f"{not_yet} (sliced at a later call)", warn=False)
             return self._eager(args, kwargs)
         except Refusal as refusal:
             self._refuse(key, str(refusal))
@@ -288,6 +291,7 @@ class SlicedFunction:
         """Called while a graph is traced: the user's function, converted by AutoGraph
         when the trace converts (as a plain function called there would be)."""
         self.stats_.eager_calls += 1
+        self.stats_.traced_calls += 1
         return tf_convert(self.fn, control_status_ctx())(*args, **kwargs)
 
     def _refuse(self, key, reason: str) -> None:

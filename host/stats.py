@@ -21,6 +21,9 @@ class Stats:
     profile_calls: int = 0
     refused_calls: int = 0  # eager calls of a signature refused for good (the fast path)
     unpaid_calls: int = 0   # eager calls before the function paid off its build (payoff.py)
+    timed_calls: int = 0    # eager calls timed against sliced ones (adaptive.py)
+    chosen_calls: int = 0   # eager calls of a variant found faster eagerly (adaptive.py)
+    traced_calls: int = 0   # calls while another function's TF part was traced
     variants: int = 0
     fallbacks: dict[str, int] = field(default_factory=dict)
     guard_failures: dict[str, int] = field(default_factory=dict)  # "expected X, got Y"
@@ -31,6 +34,8 @@ class Stats:
         return {"calls": self.calls, "graph_calls": self.graph_calls,
                 "eager_calls": self.eager_calls, "profile_calls": self.profile_calls,
                 "refused_calls": self.refused_calls, "unpaid_calls": self.unpaid_calls,
+                "timed_calls": self.timed_calls, "chosen_calls": self.chosen_calls,
+                "traced_calls": self.traced_calls,
                 "variants": self.variants, "fallbacks": dict(self.fallbacks),
                 "guard_failures": dict(self.guard_failures),
                 "variants_built": list(self.built)}

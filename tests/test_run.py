@@ -1,5 +1,6 @@
 """`gpe run SCRIPT`: an unmodified script, its functions (and its local modules') sliced."""
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -71,6 +72,19 @@ def test_gpe_run_matches_plain_python_and_reports(tmp_path):
     assert "loss_fn: 1 calls" in report          # a function of a module next to the script
     assert "fmt" not in report                    # no TF work: plain Python
     assert "function(s) ran as plain Python" in report
+    assert_every_eager_call_explained(report)
+
+
+def assert_every_eager_call_explained(report: str) -> None:
+    """Per function of a `--report`: its "eager xN: why" lines add up to its eager calls."""
+    blocks = re.split(r"\n  (?=\S)", report)[1:]
+    assert blocks, report
+    for block in blocks:
+        head = re.match(r"(\S+): \d+ calls, \d+ sliced, (\d+) eager", block)
+        if head is None:
+            continue
+        told = sum(int(n) for n in re.findall(r"\n      eager x(\d+):", block))
+        assert told == int(head.group(2)), block
 
 
 TREE = """
@@ -223,6 +237,7 @@ def test_gpe_run_on_a_keras_subclassed_model_script(tmp_path):
     report = sliced.stderr[sliced.stderr.index("gpe report"):]
     # first call: the model is not built yet; then 3 profile calls; then sliced
     assert "Trainer.train_step: 12 calls, 8 sliced, 4 eager" in report, report
+    assert_every_eager_call_explained(report)
 
 
 PICKLING = """
