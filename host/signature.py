@@ -192,6 +192,24 @@ def text(entry: tuple) -> str:
     return f"a {entry[1]}"
 
 
+def difference(old: tuple, new: tuple, where: str = "") -> str:
+    """How a described argument differs from the one a variant was built for, as
+    "WHERE: expected X, got Y"; where both read the same (another tf.Variable, a list
+    holding one), the first element that differs and why."""
+    if old[0] == new[0] == "sequence" and len(old[2]) == len(new[2]):
+        for i, (a, b) in enumerate(zip(old[2], new[2])):
+            if a != b:
+                return difference(a, b, f"{where}[{i}]")
+    if old[0] == new[0] == "mapping" and [k for k, _ in old[1]] == [k for k, _ in new[1]]:
+        for (k, a), (_, b) in zip(old[1], new[1]):
+            if a != b:
+                return difference(a, b, f"{where}[{k!r}]")
+    if old[0] == new[0] == "variable":
+        return (f"{where}: expected the tf.Variable seen when sliced, got another tf.Variable "
+                "(a variable is part of the variant: each new one is sliced again)")
+    return f"{where}: expected {text(old)}, got {text(new)}"
+
+
 _MISSING = object()
 
 

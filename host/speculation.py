@@ -147,8 +147,7 @@ class Assumptions:
             if old == new:
                 continue
             if i < len(names):
-                return (f"argument {names[i]}: expected {signature.text(old)}, got "
-                        f"{signature.text(new)}")
+                return f"argument {names[i]}{signature.difference(old, new)}"
             guard = guards[i - len(names)] if i - len(names) < len(guards) else "?"
             if isinstance(old, tuple) and isinstance(new, tuple):  # Python numbers
                 self.note_path_value(guard, new, call)

@@ -242,3 +242,26 @@ def test_crossings_not_reached_by_the_first_calls_are_profiled_later():
     # calls 1-4 explore (profile calls that return early), call 5 reaches the TF work
     under = check(make, [(obs,)] * 12, graph_calls=12 - 5)
     assert under.target.stats()["fallbacks"] == {}
+
+
+def test_another_variable_in_a_list_argument_is_named_in_the_guard_message():
+    """TF Core's optimizers take `vars` as a list argument; a new tf.Variable there is a new
+    variant, and the message says which element and why (it used to read "expected list
+    of 1 (a tf.Variable), got list of 1 (a tf.Variable)")."""
+    def apply(grads, vars):
+        for g, v in zip(grads, vars):
+            v.assign_sub(0.5 * g)
+
+    def program(fn):
+        first, second = tf.Variable([1.0, 2.0]), tf.Variable([3.0, 4.0])
+        for v in [first] * 5 + [second] * 2:
+            fn([tf.constant([0.5, 0.25])], [v])
+        return first.numpy().tolist(), second.numpy().tolist()
+    sliced = gpe.function(apply, adaptive=False)
+    assert program(sliced) == program(apply)
+    stats = sliced.stats()
+    # 3 profile calls and 2 sliced with the first; the second: 1 profile call, 1 sliced
+    assert stats["graph_calls"] == 3 and stats["profile_calls"] == 4, stats
+    assert stats["guard_failures"] == {
+        "argument vars[0]: expected the tf.Variable seen when sliced, got another "
+        "tf.Variable (a variable is part of the variant: each new one is sliced again)": 1}
