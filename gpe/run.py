@@ -6,7 +6,9 @@ decorated with `@gpe.function` (innermost, under any decorators it has); generat
 coroutines and nested functions are left alone. A function with no TF work becomes plain
 Python after its first call. All of them share the one session. Constructors and other
 special methods, properties, static and class methods, and the set-up methods Keras calls
-(`build`, `get_config`, ...) are left as they are.
+(`build`, `get_config`, ...) are left as they are; `__call__` is wrapped (a tf.Module's
+forward pass in TF's guides), except on a Keras layer, where Keras's own `__call__`
+machinery runs it as Python does.
 """
 from __future__ import annotations
 
@@ -71,7 +73,8 @@ def _does_work(method: ast.FunctionDef) -> bool:
     """A method that does the work (`call`, `train_step`, a step), not a constructor,
     special method, property or one of the set-up methods."""
     name = method.name
-    if name.startswith("__") and name.endswith("__") or name in _SETUP_METHODS:
+    if name != "__call__" and name.startswith("__") and name.endswith("__") or \
+            name in _SETUP_METHODS:
         return False
     for decorator in method.decorator_list:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator

@@ -15,6 +15,7 @@ import pickle
 import sys
 import threading
 import time
+import types
 import weakref
 from typing import Any, Callable
 
@@ -332,6 +333,8 @@ class SlicedFunction:
     def __get__(self, obj, objtype=None):
         if obj is None:
             return self
+        if self.auto and self.__name__ == "__call__" and _keras_layer(type(obj)):
+            return types.MethodType(self.fn, obj)  # Keras's __call__ machinery: as Python
         return _BoundSliced(self, obj)
 
     def __reduce__(self):
@@ -343,6 +346,19 @@ class SlicedFunction:
                 f"Can't pickle {self.fn!r}: it's not found as {self.__module__}."
                 f"{self.__qualname__}")
         return _resolve, (self.__module__, self.__qualname__)
+
+
+_KERAS_LAYER: dict[type, bool] = {}
+
+
+def _keras_layer(cls: type) -> bool:
+    """Whether `cls` is a Keras layer or model (by its classes' modules; cached per class)."""
+    known = _KERAS_LAYER.get(cls)
+    if known is None:
+        known = _KERAS_LAYER[cls] = any(
+            c.__module__.startswith(("keras.", "tf_keras.")) and c.__name__ == "Layer"
+            for c in cls.__mro__)
+    return known
 
 
 class _BoundSliced:

@@ -88,6 +88,8 @@ def classify(obj: Any) -> Kind:
     if isinstance(obj, (list, tuple)) and obj and all(
             isinstance(v, tf.Variable) or _is_keras_variable(v) for v in obj):
         return Kind.TF_OBJECT  # e.g. model.trainable_variables: read when the part is traced
+    if isinstance(obj, (list, tuple)) and obj and all(_tf_callable_object(v) for v in obj):
+        return Kind.TF_OBJECT  # `self.layers` of modules or layers whose calls are TF work
     if isinstance(obj, dict) and obj and all(
             isinstance(v, tf.Variable) or _is_keras_variable(v) for v in obj.values()):
         return Kind.TF_OBJECT  # params = {"w": tf.Variable(...), ...} (TF Core's guides)
@@ -108,6 +110,8 @@ def classify(obj: Any) -> Kind:
         # a tf.Module whose __call__ is a tf.function (the TF Core guides' MLP): calling
         # it runs its traced graph, eagerly as in the TF part
         return Kind.TF_OP
+    if isinstance(obj, tf.Module):
+        return _module_kind(obj)
     if callable(obj):
         module = getattr(obj, "__module__", None) or type(obj).__module__ or ""
         if obj in _CONSTANT_MAKERS:
@@ -229,6 +233,33 @@ def _all_tf_below(layer: Any) -> bool:
     return True
 
 
+def _tf_callable_object(obj: Any) -> bool:
+    if not isinstance(obj, tf.Module):  # Keras layers are tf.Modules too
+        return False
+    return classify(obj) in (Kind.TF_OP, Kind.TF_EFFECT_OP)
+
+
+def _module_kind(module: Any) -> Kind:
+    """A tf.Module (not Keras) called as a function: its `__call__` (TF Core's guides put
+    the forward pass there) judged as a user layer's `call` is: all TF work, or HOST."""
+    call = getattr(type(module), "__call__", None)
+    call = getattr(call, "__wrapped__", call)  # `gpe run` wraps it
+    if not inspect.isfunction(call):
+        return Kind.HOST
+    judging = _judging.__dict__.setdefault("ids", set())
+    if id(module) in judging:
+        return Kind.HOST
+    judging.add(id(module))
+    try:
+        kind, why = judge_layer_call(call, module, classify)
+    finally:
+        judging.discard(id(module))
+    if kind is None:
+        _why_host[module] = f"{type(module).__qualname__}.__call__: {why}"
+        return Kind.HOST
+    return kind
+
+
 # a user's layer whose `call` was found to be host work -> why (for messages)
 _why_host: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
 
@@ -237,6 +268,8 @@ def why_host(obj: Any) -> str | None:
     """Why calling `obj` (a Keras layer or model) is host work, where a layer in it was
     judged so (`ActivityRegularization.call: `self.add_loss(...)` (file:line) runs on the
     host`); else None."""
+    if isinstance(obj, tf.Module) and not (keras and isinstance(obj, keras.layers.Layer)):
+        return _why_host.get(obj)
     if keras is None or not isinstance(obj, keras.layers.Layer):
         return None
     try:

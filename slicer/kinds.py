@@ -121,9 +121,12 @@ class _Inferer:
         else:
             kind = anno.get(iterable, Key.KIND)
             value = self.value_of(iterable)
-            if isinstance(value, (list, tuple)) and value and all(
-                    self.classify(v) == Kind.VARIABLE for v in value):
+            kinds = {self.classify(v) for v in value} if isinstance(
+                value, (list, tuple)) and value else set()
+            if kinds == {Kind.VARIABLE}:
                 self.bind(target, Kind.VARIABLE, None)  # for p in params: p.assign(...)
+            elif kinds and kinds <= {Kind.TF_OP, Kind.TF_EFFECT_OP}:
+                self.bind(target, Kind.TF_EFFECT_OP, None)  # for layer in self.layers
             else:
                 self.bind(target, Kind.TENSOR if kind in (Kind.TENSOR, Kind.VARIABLE,
                                                           Kind.TF_OBJECT) else Kind.HOST, None)

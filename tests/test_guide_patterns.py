@@ -3,6 +3,7 @@ dict (the TF Core APIs' `params = {"w": ..., "b": ...}` with `tape.gradient(loss
 and `del tape` after a persistent tape (the autodiff guide). Each runs eagerly and under
 gpe, compared on everything observable, and its calls after the profile call run sliced."""
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from harness import check
@@ -61,3 +62,72 @@ def test_del_of_a_persistent_tape():
         return step, {"w": w}
 
     check(make, [(X,)] * 4)
+
+
+class Dense(tf.Module):  # TF Core's guides: a module whose forward pass is `__call__`
+    def __init__(self, n_in, n_out, seed):
+        super().__init__()
+        self.w = tf.Variable(tf.random.stateless_normal([n_in, n_out], [seed, 1]) * 0.3)
+        self.b = tf.Variable(tf.zeros([n_out]))
+
+    def __call__(self, x):
+        return tf.tanh(x @ self.w + self.b)
+
+
+class MLP(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = [Dense(3, 8, 1), Dense(8, 2, 2)]
+
+    def __call__(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+class Schedule:
+    def __init__(self):
+        self.base = 0.2
+
+    def __call__(self):
+        return self.base * 0.5
+
+
+def test_a_tf_module_model_with_its_layers_in_a_list():
+    """TF Core's MLP: tf.Modules called as functions, the layers in a list on the model;
+    each module's `__call__` is all TF work, so the model is called in the TF part."""
+    def make(log):
+        model = MLP()
+
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y))
+            grads = tape.gradient(loss, model.trainable_variables)
+            for g, v in zip(grads, model.trainable_variables):
+                v.assign_sub(0.1 * g)
+            return loss
+        return train_step, {f"v{i}": v for i, v in enumerate(model.trainable_variables)}
+
+    check(make, [(X, Y)] * 5)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a host call inside a loop over variables makes the whole loop host-driven: the update "
+    "ops run eagerly (12 Mul + AssignSubVariableOp over 3 calls); the TF part should unroll "
+    "the loop and receive the host value per iteration"))
+def test_a_host_number_inside_the_update_loop():
+    """`v.assign_sub(schedule() * g)` in the update loop: the schedule is a plain object
+    called on the host; its value crosses and the loop stays in the TF part."""
+    def make(log):
+        model, schedule = MLP(), Schedule()
+
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y))
+            grads = tape.gradient(loss, model.trainable_variables)
+            for g, v in zip(grads, model.trainable_variables):
+                v.assign_sub(schedule() * g)
+            return loss
+        return train_step, {f"v{i}": v for i, v in enumerate(model.trainable_variables)}
+
+    check(make, [(X, Y)] * 5)

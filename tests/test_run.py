@@ -285,3 +285,73 @@ def test_gpe_cli_bad_input_is_one_line_and_status_2(tmp_path):
         assert done.returncode == 2 and last.startswith("gpe: ") and message in last, (args, last)
     bare = run([sys.executable, "-m", "gpe.cli", "run"], tmp_path)
     assert bare.returncode == 2 and bare.stderr.strip().endswith("required: SCRIPT")
+
+
+MODULE_SCRIPT = """
+import keras
+import tensorflow as tf
+
+class Dense(tf.Module):               # TF Core's guides: the forward pass is __call__
+    def __init__(self, n_in, n_out, seed):
+        super().__init__()
+        self.w = tf.Variable(tf.random.stateless_normal([n_in, n_out], [seed, 1]) * 0.3)
+        self.b = tf.Variable(tf.zeros([n_out]))
+
+    def __call__(self, x):
+        return tf.tanh(x @ self.w + self.b)
+
+class MLP(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = [Dense(4, 8, 1), Dense(8, 1, 2)]
+
+    def __call__(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+class Schedule:                       # plain Python: becomes plain after one call
+    def __init__(self, base):
+        self.base = base
+
+    def __call__(self):
+        return self.base * 0.5
+
+class Scale(keras.layers.Layer):      # a Keras layer's __call__ stays Keras's
+    def call(self, x):
+        return x * 2.0
+
+model, schedule, scale = MLP(), Schedule(0.2), Scale()
+
+def train_step(x, y):
+    lr = schedule()
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x) - y))
+    grads = tape.gradient(loss, model.trainable_variables)
+    for g, v in zip(grads, model.trainable_variables):
+        v.assign_sub(lr * g)
+    return loss
+
+x = tf.reshape(tf.range(24, dtype=tf.float32), [6, 4]) / 24.0
+y = tf.ones([6, 1])
+print([round(float(train_step(x, y)), 6) for i in range(10)])
+print([round(float(v), 6) for v in tf.reshape(model(x), [-1])], float(scale(tf.ones([1]))[0]))
+"""
+
+
+def test_gpe_run_slices_a_tf_module_call(tmp_path):
+    """`__call__` of a tf.Module (TF Core's guides) is wrapped: run alone it is sliced, and
+    inside the step it is part of the step's TF part; a plain class's `__call__` becomes
+    plain Python, a Keras layer's is left to Keras."""
+    (tmp_path / "modules.py").write_text(MODULE_SCRIPT)
+    plain = run([sys.executable, "modules.py"], tmp_path)
+    sliced = run([sys.executable, "-m", "gpe.cli", "run", "--report", "modules.py"], tmp_path)
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    assert sliced.returncode == 0, sliced.stderr[-2000:]
+    assert sliced.stdout == plain.stdout
+    report = sliced.stderr[sliced.stderr.index("gpe report"):]
+    step = re.search(r"train_step: 10 calls, (\d+) sliced", report)
+    assert step and int(step.group(1)) >= 6, report  # after its profile calls
+    assert "Dense.__call__" in report  # wrapped: a module's forward pass
+    assert "Schedule" not in report and "Scale.__call__" not in report
+    assert_every_eager_call_explained(report)
