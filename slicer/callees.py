@@ -26,11 +26,10 @@ import gast
 from gpe.slicer import anno, recursion
 from gpe.slicer.anno import Key
 from gpe.slicer.errors import Refusal
-from gpe.slicer.facts import TF_KINDS, ArgFact, Facts, Kind
+from gpe.slicer.facts import CALLEE_ARG_KINDS, TF_KINDS, ArgFact, Facts, Kind
 from gpe.slicer.parser import MISSING, Parsed, parse
 from gpe.slicer.placement import Place
 
-_ARG_KINDS = TF_KINDS | {Kind.PY_SCALAR}
 # function -> {argument kinds: its kind as a call}; weak, so functions can be collected
 # (with objects: {kinds + their ids: (its kind, weak references to the objects)})
 _cache: "weakref.WeakKeyDictionary[types.FunctionType, dict[tuple, Any]]" = \
@@ -100,7 +99,7 @@ def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], objects: list, const
             # bound into the callee's TF part; only chains to TF objects are read there
             args[param.name] = ArgFact(Kind.HOST, constant=True, value=objects[i])
             held[param.name] = objects[i]
-        elif i < len(arg_kinds) and arg_kinds[i] in _ARG_KINDS:
+        elif i < len(arg_kinds) and arg_kinds[i] in CALLEE_ARG_KINDS:
             # a Python number the caller folded is fixed for the callee's trace too
             args[param.name] = ArgFact(arg_kinds[i], constant=bool(constants[i]))
         elif i < len(arg_kinds):
@@ -148,7 +147,7 @@ def _method(method: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse
     attribute chains to TF objects are read in the TF part) and arguments of these kinds."""
     fn, obj = method.__func__, method.__self__
     if not isinstance(fn, types.FunctionType) or fn in _active or \
-            not all(k in _ARG_KINDS for k in arg_kinds):
+            not all(k in CALLEE_ARG_KINDS for k in arg_kinds):
         return None
     params = list(inspect.signature(fn).parameters.values())
     if not params or len(params) != len(arg_kinds) + 1 or any(

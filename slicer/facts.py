@@ -36,6 +36,10 @@ class Kind(enum.Enum):
 TF_KINDS = frozenset({Kind.TENSOR, Kind.VARIABLE, Kind.TF_OBJECT})
 """Kinds of values that live in the TF part."""
 
+CALLEE_ARG_KINDS = TF_KINDS | {Kind.PY_SCALAR, Kind.HOST_DATA}
+"""Kinds of arguments a user function judged all TF work may get in the TF part (an array
+is converted by the TF ops that use it; host arithmetic on one keeps the callee on the host)."""
+
 TF_CALLABLES = frozenset({Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_FACTORY, Kind.TF_CONSTANT})
 """Kinds of callables whose calls run in the TF part."""
 

@@ -18,9 +18,9 @@ import gast
 
 from gpe.slicer import anno, callsites, fnargs
 from gpe.slicer.anno import Key
-from gpe.slicer.facts import (CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES,
-                              STRUCTURAL_BUILTINS, TF_KINDS, VARIABLE_EFFECT_METHODS, Facts,
-                              Kind)
+from gpe.slicer.facts import (CALLEE_ARG_KINDS, CONSTANT_BUILTINS, MATERIALIZE_METHODS,
+                              META_ATTRIBUTES, STRUCTURAL_BUILTINS, TF_KINDS,
+                              VARIABLE_EFFECT_METHODS, Facts, Kind)
 from gpe.slicer.chains import (CAPTURABLE as _CAPTURABLE, bound_names, chain_root,
                                 chain_value, dotted, is_range, is_static, mutated_roots,
                                 stable, static_value, stored_names, user_code)
@@ -352,8 +352,8 @@ class _Inferer:
         fn, sites = target
         arg_kinds = [anno.get(a, Key.KIND) for a in sites]
         objects = [self.object_of(a) for a in sites]
-        if not any(k in TF_KINDS for k in arg_kinds) and all(o is MISSING for o in objects):
-            return None
+        if any(k not in CALLEE_ARG_KINDS and o is MISSING for k, o in zip(arg_kinds, objects)):
+            return None  # a host value the callee would get (its analysis would say so)
         constants = [bool(anno.get(a, Key.CONSTANT)) for a in sites]
         judged = self.callee(fn, arg_kinds, self.facts, objects, constants)
         reads = judged and callsites.reads(self, judged.reads, sites)

@@ -131,3 +131,37 @@ def test_a_host_number_inside_the_update_loop():
         return train_step, {f"v{i}": v for i, v in enumerate(model.trainable_variables)}
 
     check(make, [(X, Y)] * 5)
+
+
+XS = np.array([3.3, 4.4, 5.5, 6.71, 6.93, 4.168, 9.779], dtype=np.float32)  # NumPy data
+YS = np.array([1.7, 2.76, 2.09, 3.19, 1.694, 1.573, 3.366], dtype=np.float32)
+
+
+def test_user_functions_given_numpy_data_run_in_the_tf_part():
+    """The classic TF2 linear regression: `linear_regression(X)` and `mean_square(pred, Y)`
+    on NumPy globals inside the tape, and a loss function of no arguments; they fell back
+    ("`loss` ... a tensor made by host code inside a `with` block cannot cross into it"):
+    a user function called with NumPy data and no TF value was never judged as TF work."""
+    def make(log):
+        w, b = tf.Variable(0.3), tf.Variable(-0.2)
+
+        def linear_regression(x):
+            return w * x + b
+
+        def mean_square(y_pred, y_true):
+            return tf.reduce_mean(tf.square(y_pred - y_true))
+
+        def penalty():
+            return 0.01 * (w * w + b * b)
+
+        def run_optimization(lr):
+            with tf.GradientTape() as g:
+                pred = linear_regression(XS)
+                loss = mean_square(pred, YS) + penalty()
+            dw, db = g.gradient(loss, [w, b])
+            w.assign_sub(lr * dw)
+            b.assign_sub(lr * db)
+            return loss
+        return run_optimization, {"w": w, "b": b}
+
+    check(make, [(0.01,)] * 5)
