@@ -317,6 +317,10 @@ class _Inferer:
         if fkind == Kind.TF_FACTORY:
             return Kind.TF_OBJECT
         if fkind == Kind.HOST_FN:
+            if isinstance(node.func, gast.Attribute) and node.func.attr in (
+                    "values", "items") and not node.args and anno.get(
+                    node.func.value, Key.KIND) == Kind.TF_OBJECT:
+                return Kind.TF_OBJECT  # weights.values() of a dict of variables
             name = node.func.id if isinstance(node.func, gast.Name) else ""
             if name in STRUCTURAL_BUILTINS and any(
                     anno.get(a, Key.KIND) in TF_KINDS for a in node.args):
@@ -390,7 +394,10 @@ class _Inferer:
         return value
 
     def _BinOp(self, node: gast.BinOp) -> Kind:
-        return self._join([self.expr(node.left), self.expr(node.right)])
+        kinds = [self.expr(node.left), self.expr(node.right)]
+        if isinstance(node.op, gast.Add) and kinds == [Kind.TF_OBJECT, Kind.TF_OBJECT]:
+            return Kind.TF_OBJECT  # list(weights.values()) + list(biases.values())
+        return self._join(kinds)
 
     def _UnaryOp(self, node: gast.UnaryOp) -> Kind:
         kind = self.expr(node.operand)

@@ -165,3 +165,25 @@ def test_user_functions_given_numpy_data_run_in_the_tf_part():
         return run_optimization, {"w": w, "b": b}
 
     check(make, [(0.01,)] * 5)
+
+
+def test_variables_gathered_from_dicts_into_one_list():
+    """aymericdamien's TF2 examples: `trainable_variables = list(weights.values()) +
+    list(biases.values())` inside the step fell back ("`trainable_variables` cannot cross
+    into the TF part")."""
+    def make(log):
+        weights = {"h1": tf.Variable(tf.ones([3, 4]) * 0.1), "out": tf.Variable(tf.ones([4, 2]) * 0.2)}
+        biases = {"b1": tf.Variable(tf.zeros([4])), "out": tf.Variable(tf.zeros([2]))}
+        optimizer = tf.optimizers.SGD(0.1)
+
+        def run_optimization(x, y):
+            with tf.GradientTape() as g:
+                h = tf.nn.sigmoid(x @ weights["h1"] + biases["b1"])
+                loss = tf.reduce_mean(tf.square(h @ weights["out"] + biases["out"] - y))
+            trainable_variables = list(weights.values()) + list(biases.values())
+            gradients = g.gradient(loss, trainable_variables)
+            optimizer.apply_gradients(zip(gradients, trainable_variables))
+            return loss
+        return run_optimization, {**weights, **{"b_" + k: v for k, v in biases.items()}}
+
+    check(make, [(X, Y)] * 5)
