@@ -160,6 +160,8 @@ def _keras_kind(obj: Any) -> Kind | None:
             return Kind.HOST
         return None
     if isinstance(obj, keras.layers.Layer):
+        if _top(getattr(type(obj).__call__, "__module__", "") or "") != "keras":
+            return _module_kind(obj)  # a user's own __call__ (older TF2 examples' models)
         return Kind.TF_EFFECT_OP if _keras_all_the_way(obj) or _all_tf(obj) else Kind.HOST
     if isinstance(obj, keras.optimizers.Optimizer):
         return Kind.TF_OBJECT if _keras_own(obj) else Kind.HOST

@@ -187,3 +187,37 @@ def test_variables_gathered_from_dicts_into_one_list():
         return run_optimization, {**weights, **{"b_" + k: v for k, v in biases.items()}}
 
     check(make, [(X, Y)] * 5)
+
+
+class CustomNet(tf.keras.Model):  # older TF2 examples: a Keras model with its own __call__
+    def __init__(self):
+        super().__init__()
+        self.layer1 = tf.keras.layers.Dense(4, kernel_initializer=tf.keras.initializers.Constant(0.1))
+        self.out = tf.keras.layers.Dense(2, kernel_initializer=tf.keras.initializers.Constant(-0.2))
+
+    def __call__(self, x, is_training=False):
+        x = tf.nn.relu(self.layer1(x))
+        x = self.out(x)
+        if not is_training:
+            x = tf.nn.softmax(x)
+        return x
+
+
+def test_a_keras_model_with_its_own_call_method():
+    """A Keras model whose forward pass overrides `__call__` (it fell back: "a tensor made
+    by host code inside a `with` block"): judged by that `__call__`, as a tf.Module's."""
+    def make(log):
+        net = CustomNet()
+        net(X)  # its layers are built by the first call, as in the example
+        optimizer = tf.optimizers.SGD(0.1)
+
+        def run_optimization(x, y):
+            with tf.GradientTape() as g:
+                pred = net(x, is_training=True)
+                loss = tf.reduce_mean(tf.square(pred - y))
+            gradients = g.gradient(loss, net.trainable_variables)
+            optimizer.apply_gradients(zip(gradients, net.trainable_variables))
+            return loss
+        return run_optimization, {f"v{i}": v for i, v in enumerate(net.trainable_variables)}
+
+    check(make, [(X, Y)] * 5)
