@@ -25,7 +25,7 @@ import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
 from gpe.host import fence, opcount
-from gpe.host.sinks import Group, group_for_new_part, locate
+from gpe.host.sinks import Group, group_for_new_part
 from gpe.host.channel import HostChannel
 from gpe.host.interrupt import Interruptible
 from gpe.host.watchdog import Watchdog
@@ -114,6 +114,7 @@ class Session:
         self.done = tf.queue.FIFOQueue(-1, [tf.int32], shapes=[[]])  # the sinks' acknowledgements
         self.sent = self.acknowledged = 0
         self.groups: list[Group] = []  # the parts, in groups of one sink each (host/sinks.py)
+        self.routes: dict[int, tuple] = {}  # part number -> (group, its control queue, slot)
         self.last_group = 0  # the group of the last call sent
         self.failure: BaseException | None = None
         self.failed = False
@@ -159,6 +160,8 @@ class Session:
         pins = [v for part, _, _ in group.parts for v in part.function.variables]
         pins += [reg.channels for _, reg, _ in group.parts]
         group.renumber()
+        for slot, (_, reg, _) in enumerate(group.parts):
+            self.routes[reg.index] = (group.number, group.control.queue_ref, _index(slot))
         if not group.parts:
             return
         with opcount.plumbing():  # its eager Pack of the handles is not the user's work
@@ -191,7 +194,7 @@ class Session:
 
     # calls --------------------------------------------------------------------------
     def start_call(self, index: int) -> None:
-        number, slot = locate(index)
+        number, control, slot = self.routes[index]
         if number != self.last_group:
             # another sink than the last call's: it may run only once the calls sent to
             # the others have finished (calls keep their order; see host/sinks.py)
@@ -199,7 +202,7 @@ class Session:
                 self.fence()
             self.last_group = number
         with self.blocking:
-            self._enqueue_control(self.groups[number], slot)
+            gen_data_flow_ops.queue_enqueue_v2(control, [slot])
             self.sent += 1
         if self.sent - self.acknowledged > ACK_BACKLOG:  # keep the acknowledgements short
             self._acknowledge_until(self.acknowledged + ACK_BACKLOG // 2)
@@ -249,10 +252,7 @@ class Session:
         return ready
 
     def _enqueue_control(self, group: Group, index: int) -> None:
-        tensor = _INDEX_TENSORS.get(index)
-        if tensor is None:
-            tensor = _INDEX_TENSORS.setdefault(index, tf.constant(index, tf.int32))
-        gen_data_flow_ops.queue_enqueue_v2(group.control.queue_ref, [tensor])
+        gen_data_flow_ops.queue_enqueue_v2(group.control.queue_ref, [_index(index)])
 
     # failure and shutdown ------------------------------------------------------------
     def fail(self, exc: BaseException) -> None:
@@ -379,6 +379,14 @@ class Session:
                 thread.join(CLOSE_TIMEOUT_S)
         for group in self.groups:
             group.thread = None
+
+
+def _index(index: int) -> tf.Tensor:
+    """The int32 tensor of a part number (made once each)."""
+    tensor = _INDEX_TENSORS.get(index)
+    if tensor is None:
+        tensor = _INDEX_TENSORS.setdefault(index, tf.constant(index, tf.int32))
+    return tensor
 
 
 class _Waiting:
