@@ -145,7 +145,7 @@ class Session:
                      for c in callee.registration().channels]
             registration = Registration(-1, channels, self.generation,
                                         [c.handle for c in channels] + extra)
-            group = group_for_new_part(self.groups)
+            group = group_for_new_part(self.groups, self.last_group)
             group.parts.append((part, registration, weakref.ref(owner)))
             self._restart(group)
             log.debug("registered %s as part %d", part.function_name, registration.index)

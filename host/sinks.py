@@ -14,8 +14,9 @@ finished (`Session.start_call`), so two sinks never run calls at once. A program
 parts fit one group (most training programs: a step, an evaluation) never waits there.
 
 A part's number (`Registration.index`) is its group's number times GROUP_SIZE plus its
-slot in the group. A new part goes to the first group with a free slot (a slot is free
-when the function that owned it is gone; the group's sink is rebuilt without it then).
+slot in the group. A new part goes to the group of the last call if it has a free slot,
+else to the first group with one (a slot is free when the function that owned it is gone;
+the group's sink is rebuilt without it then).
 """
 from __future__ import annotations
 
@@ -58,9 +59,11 @@ class Group:
             reg.index = self.number * GROUP_SIZE + slot
 
 
-def group_for_new_part(groups: list[Group]) -> Group:
-    """The first group with a free slot, else a new group (appended to `groups`)."""
-    for group in groups:
+def group_for_new_part(groups: list[Group], last: int) -> Group:
+    """The group of the last call sent (`last`) if it has a free slot (parts called near
+    each other are then in one sink: calls alternating between them never wait for each
+    other), else the first group with one, else a new group (appended to `groups`)."""
+    for group in ([groups[last]] if last < len(groups) else []) + groups:
         if len(group.live()) < GROUP_SIZE:
             return group
     group = Group(len(groups))
