@@ -162,15 +162,19 @@ class Session:
         group.renumber()
         for slot, (_, reg, _) in enumerate(group.parts):
             self.routes[reg.index] = (group.number, group.control.queue_ref, _index(slot))
-        if not group.parts:
+        previous = group.thread
+        if not group.parts:  # every owner is gone: the old sink ends after its calls
+            if previous is not None and not group.stopped:
+                self._enqueue_control(group, STOP)
+                group.stopped = True  # (the next sink still waits for it to end)
             return
         with opcount.plumbing():  # its eager Pack of the handles is not the user's work
             sink = build_sink(group.control, [
                 (part.function, reg.handles) for part, reg, _ in group.parts],
                 self.timer, self.done)
-        previous = group.thread
-        if previous is not None:
+        if previous is not None and not group.stopped:
             self._enqueue_control(group, STOP)
+        group.stopped = False
         group.thread = threading.Thread(target=self._run,
                                         args=(sink, previous, pins, self.generation),
                                         name=f"gpe-sink-{group.number}", daemon=True)

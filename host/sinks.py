@@ -40,13 +40,14 @@ class Group:
     """One sink's parts, its control queue (the part numbers of the calls sent to it, in
     order) and the thread running its sink."""
 
-    __slots__ = ("number", "control", "parts", "thread")
+    __slots__ = ("number", "control", "parts", "thread", "stopped")
 
     def __init__(self, number: int):
         self.number = number
         self.control = tf.queue.FIFOQueue(-1, [tf.int32])
         self.parts: list = []  # (Part, Registration, weakref to its owner)
-        self.thread: threading.Thread | None = None
+        self.thread: threading.Thread | None = None  # its last sink's
+        self.stopped = False  # that sink was sent its stop (its parts were all gone)
 
     def live(self) -> list:
         return [entry for entry in self.parts if entry[2]() is not None]
