@@ -29,7 +29,7 @@ from gpe.host.distribute import in_replica_context
 from gpe.host import replicated
 from gpe.host.call import EntryGuardFailed
 from gpe.host.callkey import CallKeys
-from gpe.host.payoff import COSTS, Payoff, progress
+from gpe.host.payoff import COSTS, Building, Payoff, progress
 from gpe.host.signature import text
 from gpe.host.speculation import Assumptions
 from gpe.host.stats import GpeWarning, Stats
@@ -245,7 +245,8 @@ class SlicedFunction:
     def _plan(self, values) -> SlicePlan:
         started = time.perf_counter()
         try:
-            return self.builder.plan(values)
+            with Building("slicing", self.__qualname__, self.where):
+                return self.builder.plan(values)
         finally:
             self._plan_s = time.perf_counter() - started
             COSTS.add(self._plan_s, built=False)
@@ -253,7 +254,8 @@ class SlicedFunction:
     def _build(self, key, plan: SlicePlan, values, runs, sibling) -> None:
         started = time.perf_counter()
         try:
-            variant = self.builder.build(plan, values, runs, sibling, self.adaptive)
+            with Building("building", self.__qualname__, self.where):
+                variant = self.builder.build(plan, values, runs, sibling, self.adaptive)
         except NotBuilt as exc:
             if exc.keep_runs:
                 log.info("%s: %s; profiling one more call", self.__qualname__, exc)

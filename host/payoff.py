@@ -11,7 +11,8 @@ is built after its first few dozen milliseconds).
 
 GPE_PAYOFF=0 turns the rule off (build after the profile calls, as `gpe.function` always
 does); GPE_PAYOFF=S (seconds) fixes the expected cost instead of measuring it. A build that
-takes more than PROGRESS_S prints one line on stderr (GPE_PROGRESS=0: none).
+still running after PROGRESS_S prints a line on stderr saying what it builds, and one with
+the time it took when it ends (GPE_PROGRESS=0: none).
 """
 from __future__ import annotations
 
@@ -87,8 +88,40 @@ class Payoff:
         return not self.waiting
 
 
+def _shown() -> bool:
+    return os.environ.get("GPE_PROGRESS", "1") != "0"
+
+
 def progress(what: str, qualname: str, where: str, seconds: float) -> None:
     """One line on stderr for a long build (over PROGRESS_S)."""
-    if seconds > PROGRESS_S and os.environ.get("GPE_PROGRESS", "1") != "0":
+    if seconds > PROGRESS_S and _shown():
         sys.stderr.write(f"gpe: {what} {qualname} ({where}) took {seconds:.1f} s\n")
         sys.stderr.flush()
+
+
+class Building:
+    """Around a build: once it has run for PROGRESS_S, one line on stderr says what is being
+    built (`gpe: building f (file:line) ...`), so a long build is seen while it runs; the
+    line with the time it took (`progress`) follows at its end. A timer thread writes it:
+    the build itself is not interrupted."""
+
+    __slots__ = ("text", "timer")
+
+    def __init__(self, what: str, qualname: str, where: str):
+        self.text = f"gpe: {what} {qualname} ({where}) ...\n"
+        self.timer = None
+
+    def __enter__(self):
+        if _shown():
+            self.timer = threading.Timer(PROGRESS_S, self._write)
+            self.timer.daemon = True
+            self.timer.start()
+        return self
+
+    def _write(self) -> None:
+        sys.stderr.write(self.text)
+        sys.stderr.flush()
+
+    def __exit__(self, *exc):
+        if self.timer is not None:
+            self.timer.cancel()

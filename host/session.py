@@ -1,8 +1,11 @@
 """The Session: one graph of TF parts and one sink thread, shared by the whole program.
 
 Each sliced variant registers its TF part once; the session creates the part's channel
-queues and (re)starts the sink with every registered part. A new sink first waits for the
-previous one to finish the calls already sent to it, so calls keep their order. When the
+queues and (re)starts the sink of the part's group (host/sinks.py: parts are kept in groups
+of a fixed size, each group with its own sink and thread, so adding a part costs the same
+however many there are). A new sink first waits for its group's previous one to finish the
+calls already sent to it, and a call to another group than the previous call's first waits
+for every call sent to finish, so calls keep their order. When the
 sink fails (an error inside a TF part) every queue is closed so that no host wait hangs;
 the host raises the error and the next call starts a fresh generation.
 """
@@ -22,6 +25,7 @@ import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
 from gpe.host import fence, opcount
+from gpe.host.sinks import Group, group_for_new_part
 from gpe.host.channel import HostChannel
 from gpe.host.interrupt import Interruptible
 from gpe.host.watchdog import Watchdog
@@ -102,18 +106,23 @@ class Session:
         with self._lock:
             if self.timer is None:
                 self.timer = tf.Variable(tf.zeros([2], tf.float64), trainable=False)
-                if self.parts:
-                    self._restart()
+                for group in self.groups:
+                    self._restart(group)
             return self.timer
 
     def _new_generation(self) -> None:
-        self.control = tf.queue.FIFOQueue(-1, [tf.int32])
-        self.done = tf.queue.FIFOQueue(-1, [tf.int32], shapes=[[]])  # the sink's acknowledgements
+        self.done = tf.queue.FIFOQueue(-1, [tf.int32], shapes=[[]])  # the sinks' acknowledgements
         self.sent = self.acknowledged = 0
-        self.parts: list[tuple[Part, Registration, weakref.ref]] = []
-        self.thread: threading.Thread | None = None
+        self.groups: list[Group] = []  # the parts, in groups of one sink each (host/sinks.py)
+        self.routes: dict[int, tuple] = {}  # part number -> (group, its control queue, slot)
+        self.last_group = 0  # the group of the last call sent
         self.failure: BaseException | None = None
         self.failed = False
+
+    @property
+    def parts(self) -> list[tuple[Part, Registration, weakref.ref]]:
+        """Every part the sinks were built with, group by group."""
+        return [entry for group in self.groups for entry in group.parts]
 
     # registration ---------------------------------------------------------------------
     def register(self, part: Part, owner) -> Registration:
@@ -134,36 +143,42 @@ class Session:
             # a part that runs other functions' TF parts (nested calls) gets their queues too
             extra = [c.handle for callee in getattr(owner, "nested", ()) if callee is not None
                      for c in callee.registration().channels]
-            registration = Registration(len(self.parts), channels, self.generation,
+            registration = Registration(-1, channels, self.generation,
                                         [c.handle for c in channels] + extra)
-            self.parts.append((part, registration, weakref.ref(owner)))
-            self._restart()
+            group = group_for_new_part(self.groups, self.last_group)
+            group.parts.append((part, registration, weakref.ref(owner)))
+            self._restart(group)
             log.debug("registered %s as part %d", part.function_name, registration.index)
             return registration
 
-    def _restart(self) -> None:
-        self.parts = [entry for entry in self.parts if entry[2]() is not None]
+    def _restart(self, group: Group) -> None:
+        """Start a new sink for `group` (its parts whose owner is gone are left out)."""
         # A sink calls every part it was built with: the variables they captured and their
         # channels' queues must live as long as it runs (its thread holds them), even if
         # their owners are gone (a call sent before the owner was dropped still runs there;
         # its queues destroyed under it failed the sink with NotFoundError)
-        pins = [v for part, _, _ in self.parts for v in part.function.variables]
-        pins += [reg.channels for _, reg, _ in self.parts]
-        for index, (_, reg, _) in enumerate(self.parts):
-            reg.index = index  # calls already sent keep the numbering of the sink they went to
-        if not self.parts:
+        pins = [v for part, _, _ in group.parts for v in part.function.variables]
+        pins += [reg.channels for _, reg, _ in group.parts]
+        group.renumber()
+        for slot, (_, reg, _) in enumerate(group.parts):
+            self.routes[reg.index] = (group.number, group.control.queue_ref, _index(slot))
+        previous = group.thread
+        if not group.parts:  # every owner is gone: the old sink ends after its calls
+            if previous is not None and not group.stopped:
+                self._enqueue_control(group, STOP)
+                group.stopped = True  # (the next sink still waits for it to end)
             return
         with opcount.plumbing():  # its eager Pack of the handles is not the user's work
-            sink = build_sink(self.control, [
-                (part.function, reg.handles) for part, reg, _ in self.parts],
+            sink = build_sink(group.control, [
+                (part.function, reg.handles) for part, reg, _ in group.parts],
                 self.timer, self.done)
-        previous = self.thread
-        if previous is not None:
-            self._enqueue_control(STOP)
-        self.thread = threading.Thread(target=self._run,
-                                       args=(sink, previous, pins, self.generation),
-                                       name="gpe-sink", daemon=True)
-        self.thread.start()
+        if previous is not None and not group.stopped:
+            self._enqueue_control(group, STOP)
+        group.stopped = False
+        group.thread = threading.Thread(target=self._run,
+                                        args=(sink, previous, pins, self.generation),
+                                        name=f"gpe-sink-{group.number}", daemon=True)
+        group.thread.start()
 
     def _run(self, sink, previous: threading.Thread | None, pins: list,
              generation: int) -> None:
@@ -183,8 +198,15 @@ class Session:
 
     # calls --------------------------------------------------------------------------
     def start_call(self, index: int) -> None:
+        number, control, slot = self.routes[index]
+        if number != self.last_group:
+            # another sink than the last call's: it may run only once the calls sent to
+            # the others have finished (calls keep their order; see host/sinks.py)
+            if self.sent > self.acknowledged:
+                self.fence()
+            self.last_group = number
         with self.blocking:
-            self._enqueue_control(index)
+            gen_data_flow_ops.queue_enqueue_v2(control, [slot])
             self.sent += 1
         if self.sent - self.acknowledged > ACK_BACKLOG:  # keep the acknowledgements short
             self._acknowledge_until(self.acknowledged + ACK_BACKLOG // 2)
@@ -233,11 +255,8 @@ class Session:
         self.acknowledged += ready
         return ready
 
-    def _enqueue_control(self, index: int) -> None:
-        tensor = _INDEX_TENSORS.get(index)
-        if tensor is None:
-            tensor = _INDEX_TENSORS.setdefault(index, tf.constant(index, tf.int32))
-        gen_data_flow_ops.queue_enqueue_v2(self.control.queue_ref, [tensor])
+    def _enqueue_control(self, group: Group, index: int) -> None:
+        gen_data_flow_ops.queue_enqueue_v2(group.control.queue_ref, [_index(index)])
 
     # failure and shutdown ------------------------------------------------------------
     def fail(self, exc: BaseException) -> None:
@@ -257,7 +276,7 @@ class Session:
         for _, reg, _ in self.parts:
             for channel in reg.channels:
                 channel.close()
-        for queue in (self.control, self.done):
+        for queue in [group.control for group in self.groups] + [self.done]:
             try:
                 queue.close(cancel_pending_enqueues=True)
             except tf.errors.OpError:
@@ -336,7 +355,7 @@ class Session:
     def before_fork(self) -> None:
         """Before a fork: let the graph finish the calls sent, so that the child (which
         runs calls eagerly) sees their effects, as it would under eager."""
-        if self._call_owner is None and not self.failed and self.thread is not None:
+        if self._call_owner is None and not self.failed and self.groups:
             self.fence()
 
     def close(self) -> None:
@@ -346,19 +365,32 @@ class Session:
         self.watchdog.stop()
         self.blocking.uninstall_handler()
         with self._lock:
-            thread = self.thread
-            if thread is None:
+            threads = [g.thread for g in self.groups if g.thread is not None]
+            if not threads:
                 return
             if not self.failed:
-                try:
-                    self._enqueue_control(STOP)
-                except tf.errors.OpError:
-                    pass
-        thread.join(CLOSE_TIMEOUT_S)
-        if thread.is_alive():
+                for group in self.groups:
+                    try:
+                        self._enqueue_control(group, STOP)
+                    except tf.errors.OpError:
+                        pass
+        deadline = time.monotonic() + CLOSE_TIMEOUT_S
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if any(thread.is_alive() for thread in threads):
             self._close_queues()
-            thread.join(CLOSE_TIMEOUT_S)
-        self.thread = None
+            for thread in threads:
+                thread.join(CLOSE_TIMEOUT_S)
+        for group in self.groups:
+            group.thread = None
+
+
+def _index(index: int) -> tf.Tensor:
+    """The int32 tensor of a part number (made once each)."""
+    tensor = _INDEX_TENSORS.get(index)
+    if tensor is None:
+        tensor = _INDEX_TENSORS.setdefault(index, tf.constant(index, tf.int32))
+    return tensor
 
 
 class _Waiting:

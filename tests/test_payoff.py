@@ -78,3 +78,32 @@ def test_a_long_build_prints_one_progress_line(monkeypatch, capsys):
     monkeypatch.setenv("GPE_PROGRESS", "0")
     payoff.progress("slicing and building", "train_step", "train.py:3", 2.5)
     assert capsys.readouterr().err == ""
+
+
+def test_a_build_still_running_after_the_limit_says_what_it_builds(monkeypatch, capsys):
+    import time
+    monkeypatch.delenv("GPE_PROGRESS", raising=False)
+    monkeypatch.setattr(payoff, "PROGRESS_S", 0.05)
+    with payoff.Building("building", "train_step", "train.py:3"):
+        pass  # quick: nothing shown
+    time.sleep(0.2)
+    assert capsys.readouterr().err == ""
+    with payoff.Building("building", "train_step", "train.py:3"):
+        time.sleep(0.5)  # shown while it runs, before it ends
+        assert capsys.readouterr().err == "gpe: building train_step (train.py:3) ...\n"
+    monkeypatch.setenv("GPE_PROGRESS", "0")
+    with payoff.Building("building", "train_step", "train.py:3"):
+        time.sleep(0.2)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.timeout(300)
+def test_a_long_build_of_a_function_shows_a_line_while_it_runs(monkeypatch, capsys):
+    monkeypatch.delenv("GPE_PROGRESS", raising=False)
+    monkeypatch.setattr(payoff, "PROGRESS_S", 0.0)  # every build is long here
+    sliced = SlicedFunction(step, profile_calls=1, adaptive=False)
+    assert [float(sliced(X)) for _ in range(3)] == [float(step(X))] * 3
+    assert sliced.stats()["graph_calls"] == 2
+    err = capsys.readouterr().err
+    assert f"gpe: building step ({sliced.where}) ...\n" in err
+    assert f"gpe: slicing and building step ({sliced.where}) took " in err

@@ -183,6 +183,26 @@ def wrapper(function, count: int):
     return made
 
 
+def reachable(name: str) -> set[str]:
+    """The names of the functions registered function `name` calls, directly or not (what
+    TensorFlow copies and looks into when it instantiates `name`): a count of the work a
+    new sink costs, independent of the machine's load."""
+    ctx, seen, todo = context.context(), set(), [name]
+    while todo:
+        current = todo.pop()
+        if current in seen or not ctx.has_function(current):
+            continue
+        seen.add(current)
+        fdef = ctx.get_function_def(current)
+        for node in fdef.node_def:
+            for value in node.attr.values():
+                if value.HasField("func"):
+                    todo.append(value.func.name)
+                elif value.HasField("list"):
+                    todo += [f.name for f in value.list.func]
+    return seen
+
+
 def _several_devices(parts) -> bool:
     """Whether the parts capture resources on more than one device (a Case's inputs must
     all be placed with it; the lowered form places each branch's ops on its own)."""

@@ -1,0 +1,77 @@
+"""The session's sinks: its parts in groups of at most GROUP_SIZE, one sink per group.
+
+A sink is a graph function TensorFlow instantiates as a whole: a new sink over every part
+cost time in proportion to the number of parts (TensorFlow's passes over a function look
+into every function its `Case` names, and the `Case` instantiates each branch again under
+the new sink's function library: measured 110 ms at 2 parts, 390 ms at 30, so building n
+functions cost O(n^2)). Parts are therefore kept in groups, each with its own control
+queue and its own sink, run by its own thread; adding a part rebuilds only its group's
+sink, so it costs the same whether it is the 2nd part or the 300th.
+
+Calls keep their order across groups: calls to one group run in order in its sink, and a
+call to another group than the previous call's first waits until every call sent has
+finished (`Session.start_call`), so two sinks never run calls at once. A program whose
+parts fit one group (most training programs: a step, an evaluation) never waits there.
+
+A part's number (`Registration.index`) is its group's number times GROUP_SIZE plus its
+slot in the group. A new part goes to the group of the last call if it has a free slot,
+else to the first group with one (a slot is free when the function that owned it is gone;
+the group's sink is rebuilt without it then).
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import tensorflow as tf
+
+
+def _group_size() -> int:
+    try:
+        return max(1, int(os.environ.get("GPE_SINK_GROUP", "8")))
+    except ValueError:
+        return 8
+
+
+GROUP_SIZE = _group_size()
+
+
+class Group:
+    """One sink's parts, its control queue (the part numbers of the calls sent to it, in
+    order) and the thread running its sink."""
+
+    __slots__ = ("number", "control", "parts", "thread", "stopped")
+
+    def __init__(self, number: int):
+        self.number = number
+        self.control = tf.queue.FIFOQueue(-1, [tf.int32])
+        self.parts: list = []  # (Part, Registration, weakref to its owner)
+        self.thread: threading.Thread | None = None  # its last sink's
+        self.stopped = False  # that sink was sent its stop (its parts were all gone)
+
+    def live(self) -> list:
+        return [entry for entry in self.parts if entry[2]() is not None]
+
+    def renumber(self) -> None:
+        """Drop the parts whose owner is gone and number the rest (calls already sent keep
+        the numbering of the sink they went to: it runs them before it stops)."""
+        self.parts = self.live()
+        for slot, (_, reg, _) in enumerate(self.parts):
+            reg.index = self.number * GROUP_SIZE + slot
+
+
+def group_for_new_part(groups: list[Group], last: int) -> Group:
+    """The group of the last call sent (`last`) if it has a free slot (parts called near
+    each other are then in one sink: calls alternating between them never wait for each
+    other), else the first group with one, else a new group (appended to `groups`)."""
+    for group in ([groups[last]] if last < len(groups) else []) + groups:
+        if len(group.live()) < GROUP_SIZE:
+            return group
+    group = Group(len(groups))
+    groups.append(group)
+    return group
+
+
+def locate(index: int) -> tuple[int, int]:
+    """(group number, slot in its sink) of part number `index`."""
+    return divmod(index, GROUP_SIZE)

@@ -1,0 +1,92 @@
+"""Parts are kept in groups, one sink per group (host/sinks.py): adding a part rebuilds only
+its group's sink, so it costs the same however many parts there are (counted: the parts
+and the functions each new sink reaches, which TensorFlow copies and looks into when it
+instantiates the sink), and calls alternating between groups keep eager's order."""
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+
+import gpe
+from gpe.host import session as session_module, sinks
+from gpe.tfprog import sink as sink_module
+
+X = tf.ones([4, 8]) * 0.1
+W = tf.ones([8, 8]) * 0.05
+
+
+def make(i: int):
+    def grouped(x, w):
+        a = tf.matmul(x, w)
+        return tf.reduce_sum(tf.tanh(tf.nn.relu(a) * (1.0 + i)))
+    grouped.__name__ = grouped.__qualname__ = f"grouped{i}"
+    return grouped
+
+
+def group_of(sliced) -> int:
+    variant = next(iter(sliced.cache.built.values()))
+    return sinks.locate(variant.registration().index)[0]
+
+
+@pytest.mark.timeout(900)
+def test_adding_the_kth_part_costs_what_adding_the_second_did(monkeypatch):
+    built = []  # per new sink: (its parts, the functions it reaches)
+    ours = []   # of those, the sinks made of this test's parts only (earlier tests' parts
+    original = session_module.build_sink  # may share a group with the first of them)
+
+    def counting(control, parts, timer, acks):
+        made = original(control, parts, timer, acks)
+        names = getattr(made, "names", None)
+        built.append((len(parts), len(sink_module.reachable(names[-1])) if names else None))
+        if all("gpe_grouped_" in f.function_def.signature.name for f, _ in parts):
+            ours.append(built[-1])
+        return made
+    monkeypatch.setattr(session_module, "build_sink", counting)
+    size = sinks.GROUP_SIZE
+    functions = [gpe.function(make(i), profile_calls=1, adaptive=False)
+                 for i in range(2 * size + 3)]
+    for i, sliced in enumerate(functions):
+        sliced(X, W)  # profiled
+        assert float(sliced(X, W)) == pytest.approx(float(make(i)(X, W)), rel=1e-6)
+        assert sliced.stats()["graph_calls"] == 1
+    assert len(built) == len(functions)  # one new sink per part, never all of them again
+    assert max(parts for parts, _ in built) <= size
+    # a new sink reaches its own group's functions only: how many depends on how many
+    # parts its group holds (at most GROUP_SIZE), never on the parts in other groups
+    by_parts = {}
+    for parts, reached in ours:
+        assert by_parts.setdefault(parts, reached) == reached, built
+    assert by_parts[2] - by_parts[1] == by_parts[size] - by_parts[size - 1], built
+    groups = {group_of(s) for s in functions}
+    assert len(groups) >= 3, groups
+
+
+def test_calls_alternating_between_groups_keep_eager_order():
+    v = tf.Variable(1.0)
+
+    def double(x):
+        v.assign(v * 2.0 + tf.reduce_sum(x))
+        return v.read_value()
+
+    def count(x):
+        v.assign_add(1.0)
+        return tf.reduce_sum(x) * v
+
+    fillers = [gpe.function(make(100 + i), profile_calls=1, adaptive=False)
+               for i in range(sinks.GROUP_SIZE)]
+    a = gpe.function(double, profile_calls=1, adaptive=False)
+    a(X)  # profiled
+    a(X)  # built, in some group
+    for f in fillers:  # the group fills up: count's part goes to another
+        f(X, W), f(X, W)
+    b = gpe.function(count, profile_calls=1, adaptive=False)
+    b(X)
+    b(X)
+    assert group_of(a) != group_of(b)
+    start = float(v.numpy())
+    got = [(a if i % 3 else b)(X) for i in range(12)]  # not read until the end
+    got = [float(t) for t in got]
+    v.assign(start)
+    expected = [float((double if i % 3 else count)(X)) for i in range(12)]
+    assert got == expected
+    assert a.stats()["graph_calls"] == 1 + 8 and b.stats()["graph_calls"] == 1 + 4
