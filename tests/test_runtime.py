@@ -163,7 +163,7 @@ def test_ctrl_c_during_a_wait_raises_keyboard_interrupt_at_once(tmp_path):
             return tf.reduce_sum(f)
         s = gpe.function(heavy, profile_calls=1)
         s(tf.ones([4, 4])); s(tf.ones([4, 4]))
-        big = tf.ones([2500, 2500])
+        big = tf.ones([1500, 1500])  # one call ~1-2 s under load: it ends within close()'s wait
         s(big)  # profile call (eager)
         s(big)  # the TF part is built; this call and the next run in the graph
         pending = [s(big) for _ in range(8)]  # several seconds of graph work
