@@ -30,7 +30,7 @@ from gpe.host.call import EntryGuardFailed
 from gpe.host.callkey import CallKeys
 from gpe.host.payoff import COSTS, Payoff, progress
 from gpe.host.signature import text
-from gpe.host.speculation import Assumptions
+from gpe.host.speculation import Assumptions, refolded
 from gpe.host.stats import GpeWarning, Stats
 from gpe.host.variant import MAX_VARIANTS, Variant, Variants
 from gpe.slicer import Refusal, SlicePlan
@@ -221,6 +221,8 @@ class SlicedFunction:
             return self._eager(args, kwargs)
         sibling = self.cache.sibling(plan)
         reshaped = self.builder.reshaped(plan, values, sibling)
+        if reshaped is None and sibling is not None:  # a folded number's new value
+            reshaped = refolded(plan, values, key, self.cache.built)
         if reshaped is not None:  # a tree of another shape: no eager call needed
             self._build(key, plan, values, [reshaped], sibling)
             if self.cache.get(self.keys.key(values)) is not None:

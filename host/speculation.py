@@ -270,6 +270,38 @@ def stable_entry_values(plan: SlicePlan, runs, layouts, unfolded, sibling=()) ->
     return out
 
 
+def refolded(plan: SlicePlan, values: dict, key: tuple, built: dict) -> dict | None:
+    """For a call whose key differs from a variant of the same plan only in the values of
+    Python numbers on objects that the TF part folds (a dropout rate a schedule changes
+    every few dozen steps), the observations to build its variant from without an eager
+    profile call: that variant's last profile call's, with this call's entry values (the
+    numbers themselves are read when the new variant is traced, as eager code reads them).
+    Values the host sends mid-call are checked against the specs so observed at every send,
+    as any variant's are. Else None."""
+    count = len(values)
+    for other, variant in built.items():
+        runs = getattr(variant, "runs", None)
+        if variant.plan != plan or not runs or len(other) != len(key) or \
+                other[:count] != key[:count] or other == key:
+            continue
+        if all(old == new or (_number(old) and _number(new))
+               for old, new in zip(other[count:], key[count:])):
+            run = dict(runs[-1])
+            entry = next((c for c in plan.channels if c.kind == ChannelKind.ENTRY), None)
+            if entry is not None:
+                if any(name not in values for name in entry.names):
+                    return None
+                run[entry.index] = [values[name] for name in entry.names]
+            return run
+    return None
+
+
+def _number(entry) -> bool:
+    """A call key's entry for a Python number a TF part folded (see guard_value)."""
+    return isinstance(entry, tuple) and len(entry) == 2 and entry[0] in ("bool", "int",
+                                                                         "float")
+
+
 def _relax_entry(channel, layouts, found, relaxed) -> list:
     out, i = [], 0
     for name, layout in zip(channel.names, layouts):

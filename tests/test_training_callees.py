@@ -219,6 +219,21 @@ def test_a_rate_changed_every_step_is_sent_and_a_flag_changed_rarely_is_folded()
         stats  # the variant for keep=1.0 built first is taken again at the end
 
 
+def test_a_rate_annealed_every_few_steps_builds_each_variant_without_an_eager_call():
+    """lr_schedule_object's dropout: a number on an object the callee branches on and
+    folds, changed every 6 steps to a value never seen before. Each new value breaks the
+    guard and gets its variant (the callee is traced with it, as eager reads it), built
+    from the previous variant's observations: no eager profile call per value."""
+    keeps = [1.0] * 6 + [0.8] * 6 + [0.6] * 6 + [0.4] * 6 + [0.3] * 6 + [0.2] * 6
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        stats = run_schedule(keeps, [0.05] * len(keeps))  # identical to eager
+    assert stats["fallbacks"] == {}, stats
+    assert stats["eager_calls"] == stats["profile_calls"] == 3, stats
+    assert stats["graph_calls"] == len(keeps) - 3, stats
+    assert sum(stats["guard_failures"].values()) == 5, stats  # one per new value
+
+
 def test_a_list_of_variables_on_an_object_is_guarded_by_its_elements():
     keeps, rates = [1.0] * 8, [0.05] * 8
     make = schedule_program(keeps, rates)
