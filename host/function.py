@@ -265,7 +265,7 @@ class SlicedFunction:
             COSTS.add(seconds, built=True)
             progress("slicing and building", self.__qualname__, self.where,
                      self._plan_s + seconds)
-        self.cache.add(self.keys.add_guards(plan.captures, values), variant)
+        self.cache.add(self.keys.add_guards(plan.captures, values, plan.tests), variant)
         self.stats_.variants += 1
         described = self.assumed.describe(values)
         self.stats_.built.append(", ".join(

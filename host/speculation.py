@@ -31,8 +31,9 @@ log = logging.getLogger("gpe")
 FOLDABLE = (bool, int, float)
 MAX_INT_VALUES = 4   # values of an int argument folded before it is sent
 MAX_PATH_VALUES = 2  # values of a number on an object (a flag, a rate) folded before it is sent
-PATH_WINDOW = 8      # ...counted over this many calls (a rate changed every 10 steps stays folded)
-MAX_PATH_VALUES_EVER = 6  # ...and in all (a value that never repeats: a variant each otherwise)
+PATH_WINDOW = 8      # ...counted over this many calls
+MAX_PATH_VALUES_EVER = 2  # ...and in all: one that changed twice is sent (a rate annealed
+# every few dozen steps would otherwise get a variant per value)
 MAX_SHAPES = 2       # exact shapes of a tensor argument before its changing dimensions relax
 MAX_UNFOLDS = 2      # times a folded entry value may change before it is sent
 
@@ -119,9 +120,10 @@ class Assumptions:
     def note_path_value(self, path: str, value: tuple, call: int = 0) -> bool:
         """A Python number read by the TF part when built took `value` at the `call`th
         call; True once it has taken more than MAX_PATH_VALUES within PATH_WINDOW calls,
-        or MAX_PATH_VALUES_EVER in all (it is sent as a value from then on). A schedule that changes a rate every few
-        dozen steps keeps a folded variant per value; one that changes it every step
-        (a warm-up) is sent."""
+        or MAX_PATH_VALUES_EVER in all (it is sent as a value from then on): a flag
+        flipped back and forth keeps its two folded variants; a rate a schedule changes
+        (every step in a warm-up, every few dozen steps later) is sent from its third
+        value (a callee branching on it: slicer/speculated.py)."""
         seen = self.path_values.setdefault(path, {})
         seen[value] = call
         recent = {v for v, at in seen.items() if at > call - PATH_WINDOW}
@@ -150,6 +152,8 @@ class Assumptions:
                 return (f"argument {names[i]}: expected {signature.text(old)}, got "
                         f"{signature.text(new)}")
             guard = guards[i - len(names)] if i - len(names) < len(guards) else "?"
+            if isinstance(old, tuple) and old and old[0] == "tests":  # a callee's branch
+                return f"{guard}: expected {old[2]!r}, got {new[2]!r}"
             if isinstance(old, tuple) and isinstance(new, tuple):  # Python numbers
                 self.note_path_value(guard, new, call)
                 return f"{guard}: expected {old[1]!r}, got {new[1]!r}"

@@ -347,15 +347,20 @@ class _Inferer:
         if target is None:
             return None
         fn, sites = target
-        arg_kinds = [anno.get(a, Key.KIND) for a in sites]
-        objects = [self.object_of(a) for a in sites]
+        sent = [callsites.sent_number(self, a) for a in sites]  # sent, not folded
+        arg_kinds = [Kind.PY_SCALAR if path else anno.get(a, Key.KIND)
+                     for a, path in zip(sites, sent)]
+        objects = [MISSING if path else self.object_of(a) for a, path in zip(sites, sent)]
         if not any(k in TF_KINDS for k in arg_kinds) and all(o is MISSING for o in objects):
             return None
         constants = [bool(anno.get(a, Key.CONSTANT)) for a in sites]
         judged = self.callee(fn, arg_kinds, self.facts, objects, constants)
         reads = judged and callsites.reads(self, judged.reads, sites)
-        if reads is None:
+        tests = judged and callsites.tests(node, judged.tests, sites, sent)
+        if reads is None or tests is None:
             return None
+        if tests:
+            anno.set(node, Key.CALLEE_TESTS, tests)
         if isinstance(node.func, gast.Name) and node.func.id in self.facts.objects:
             anno.set(node.func, Key.PATH, node.func.id)  # the function passed: its identity
         anno.set(node, Key.CALLEE_READS, reads)
