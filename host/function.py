@@ -30,7 +30,7 @@ from gpe.host.call import EntryGuardFailed
 from gpe.host.callkey import CallKeys
 from gpe.host.payoff import COSTS, Payoff, progress
 from gpe.host.signature import text
-from gpe.host.speculation import Assumptions, refolded
+from gpe.host.speculation import Assumptions, profiled_before, refolded
 from gpe.host.stats import GpeWarning, Stats
 from gpe.host.variant import MAX_VARIANTS, Variant, Variants
 from gpe.slicer import Refusal, SlicePlan
@@ -236,7 +236,9 @@ class SlicedFunction:
         if reshaped is not None or self.builder.reshaped(plan, values, runs[-1:]) is not None:
             # trees of other shapes, same plan: their profile calls count for this one
             runs = self.cache.pooled(key, plan) + runs
-        if len(runs) >= (1 if sibling is not None else self.profile_calls):
+        if len(runs) >= (1 if sibling is not None or profiled_before(key, len(values),
+                                                                     self.cache.built)
+                         else self.profile_calls):
             self._build(key, plan, values, runs, sibling)
         return result
 

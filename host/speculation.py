@@ -300,6 +300,13 @@ def refolded(plan: SlicePlan, values: dict, key: tuple, built: dict) -> dict | N
     return None
 
 
+def profiled_before(key: tuple, count: int, built: dict) -> bool:
+    """A variant was built for these same arguments under another plan (the plan changed
+    because a number on an object became sent): one profile call of the new plan is
+    enough (its entry values are then sent, not folded)."""
+    return any(other[:count] == key[:count] for other in built)
+
+
 def _number(entry) -> bool:
     """A call key's entry for a Python number a TF part folded (see guard_value)."""
     return isinstance(entry, tuple) and len(entry) == 2 and entry[0] in ("bool", "int",

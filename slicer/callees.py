@@ -123,9 +123,10 @@ def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], objects: list, const
             args[p.name].kind == Kind.PY_SCALAR and not args[p.name].constant}
     tests: list = []
     kind = pure_body(parsed.node, sent, tests)
-    if kind is None or (tests and not speculated.only_in_tests(parsed.node, set(sent),
-                                                               tests)):
+    if kind is None or (sent and not speculated.only_in_tests(parsed.node, set(sent),
+                                                              tests)):
         return None
+    tests = [(test, name) for test, name in tests if test is not None]
     position = {p.name: i for i, p in enumerate(params) if p.name in held}
     return Judged(kind, tuple(sorted(_object_reads(parsed.node, position))),
                   tests=tuple((sent[name], speculated.source(test), name)
@@ -201,6 +202,8 @@ def _pure(body: list[gast.stmt], sent: dict, tests: list) -> bool | None:
             if stmt.value is not None and not _tf_names(stmt.value):
                 return None
             continue
+        if speculated.arithmetic(stmt, sent, tests):
+            continue  # Python arithmetic on sent numbers: the TF part's HostValues do it
         tested = speculated.tested(stmt.test, set(sent)) if isinstance(stmt, gast.If) \
             and anno.get(stmt, Key.PLACE) != Place.TF else None
         if tested is not None:

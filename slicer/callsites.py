@@ -72,14 +72,11 @@ def sent_number(inf, node: gast.AST) -> str | None:
     """The caller's path of a Python number on an object that keeps changing
     (`hp.dropout_rate`, in facts.dynamic_paths: sent to the TF part, not folded), given
     to a callee; None for any other argument."""
-    if not isinstance(node, gast.Attribute) or anno.get(node, Key.KIND) != Kind.HOST:
+    path = anno.get(node, Key.SENT, None)  # set by kinds (and on hoist's temporary)
+    if path is None or anno.get(node, Key.KIND) != Kind.HOST:
         return None
-    root = chain_root(node)
-    if root is None or root.id in inf.rebound or root.id in inf.mutated:
-        return None
-    path = dotted(node)
-    if path not in inf.facts.dynamic_paths or type(inf.value_of(node)) not in (
-            bool, int, float):
+    root = path.split(".")[0]
+    if root in inf.rebound or root in inf.mutated or path not in inf.facts.dynamic_paths:
         return None
     return path
 

@@ -268,6 +268,8 @@ class _Inferer:
                 anno.set(node, Key.PATH, dotted(node))
                 anno.set(node, Key.CONSTANT, True)
                 return Kind.PY_SCALAR
+            if type(value) in (bool, int, float) and root.id not in self.mutated:
+                anno.set(node, Key.SENT, dotted(node))  # keeps changing: sent (host work)
             if kind in _CAPTURABLE and (root is not node.value or base in _CAPTURABLE):
                 # e.g. self.model.trainable_variables, self.opt.apply_gradients, or
                 # metric.update_state on a metric argument the TF part captures

@@ -66,11 +66,44 @@ def source(test: gast.expr) -> str:
     return ast.unparse(gast.gast_to_ast(test))
 
 
-def only_in_tests(fn: gast.FunctionDef, names: set[str], tests: list) -> bool:
-    """Every read of a sent parameter outside the speculated tests is an operand of
-    arithmetic, of a TF op or of a TF call (where the number converts as eagerly), so no
-    other Python decision depends on the value seen when the TF part was built."""
-    inside = {id(n) for test, _ in tests for n in gast.walk(test)}
+def arithmetic(stmt: gast.stmt, sent: dict, tests: list) -> bool:
+    """A host statement `t = <arithmetic on sent numbers and constants>` (hoisted from TF
+    work, `1.0 - dropout_rate`): the TF part computes it on its HostValues, with Python's
+    arithmetic. Its name joins the sent numbers' uses checked by only_in_tests (noted in
+    `tests` as (None, name))."""
+    known = set(sent) | {name for test, name in tests if test is None}
+    if not (isinstance(stmt, gast.Assign) and len(stmt.targets) == 1 and isinstance(
+            stmt.targets[0], gast.Name) and _numeric(stmt.value, known)):
+        return False
+    tests.append((None, stmt.targets[0].id))
+    return True
+
+
+class _Any:
+    def __contains__(self, name) -> bool:
+        return True
+
+
+_ANY = _Any()
+
+
+def _numeric(node: gast.expr, known) -> bool:
+    if isinstance(node, gast.BinOp):
+        return _numeric(node.left, known) and _numeric(node.right, known)
+    if isinstance(node, gast.UnaryOp) and isinstance(node.op, (gast.USub, gast.UAdd)):
+        return _numeric(node.operand, known)
+    if isinstance(node, gast.Name):
+        return node.id in known
+    return isinstance(node, gast.Constant) and type(node.value) in (bool, int, float)
+
+
+def only_in_tests(fn: gast.FunctionDef, sent: set[str], tests: list) -> bool:
+    """Every read of a sent parameter (or of a number computed from them, see arithmetic)
+    outside the speculated tests is an operand of arithmetic, of a TF op or of a TF call
+    (where the number converts as eagerly), so no other Python decision depends on the
+    value seen when the TF part was built."""
+    names = set(sent) | {name for test, name in tests if test is None}
+    inside = {id(n) for test, _ in tests if test is not None for n in gast.walk(test)}
     for parent in gast.walk(fn):
         if id(parent) in inside:
             continue
@@ -84,8 +117,10 @@ def only_in_tests(fn: gast.FunctionDef, names: set[str], tests: list) -> bool:
 def _converted(parent: gast.AST, child: gast.Name) -> bool:
     if isinstance(child.ctx, gast.Param):
         return True  # the parameter itself
+    if isinstance(parent, gast.Assign) and isinstance(child.ctx, gast.Store):
+        return _numeric(parent.value, _ANY)  # a number computed from them (see arithmetic)
     if not isinstance(child.ctx, gast.Load):
-        return False  # rebound: no longer the caller's number
+        return False
     if isinstance(parent, gast.BinOp) or (
             isinstance(parent, gast.UnaryOp) and isinstance(parent.op, (gast.USub, gast.UAdd))):
         return True

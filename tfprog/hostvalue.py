@@ -41,6 +41,12 @@ class HostValue(core.Tensor):
     def get_shape(self):
         return self._tensor.shape
 
+    def __bool__(self):
+        # the value is known only when the part runs: a Python decision on it while the
+        # part is traced would be taken once, silently (the part is not built instead)
+        raise TypeError("a number the host sends cannot decide Python control flow in "
+                        "the TF part")
+
     def _like(self, other):
         """This value as an operand next to `other`, converted as eager converts it."""
         if isinstance(other, (tf.Tensor, tf.Variable)):
