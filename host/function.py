@@ -206,7 +206,10 @@ class SlicedFunction:
         try:
             plan = self._plan(values)
         except NotBuilt as not_yet:  # sliced again at the next call
+            # (a Keras layer it calls is built by this call: it is the first profile call,
+            # without observation points)
             log.info("%s: %s; runs eagerly", self.__qualname__, not_yet)
+            self.stats_.profile_calls += 1
             return self._eager(args, kwargs)
         except Refusal as refusal:
             self._refuse(key, str(refusal))
@@ -236,9 +239,12 @@ class SlicedFunction:
         if reshaped is not None or self.builder.reshaped(plan, values, runs[-1:]) is not None:
             # trees of other shapes, same plan: their profile calls count for this one
             runs = self.cache.pooled(key, plan) + runs
-        if len(runs) >= (1 if sibling is not None or profiled_before(key, len(values),
-                                                                     self.cache.built)
-                         else self.profile_calls):
+        # a call that ran eagerly to let Keras build a layer it judged (Builder._unbuilt)
+        # stands in for a profile call (folding needs two)
+        needed = max(min(2, self.profile_calls),
+                     self.profile_calls - self.builder.unbuilt_tries)
+        if len(runs) >= (1 if sibling is not None or profiled_before(
+                key, len(values), self.cache.built) else needed):
             self._build(key, plan, values, runs, sibling)
         return result
 
