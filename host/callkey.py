@@ -71,10 +71,12 @@ class CallKeys:
         if not self._split and not self._tests:
             return described
         lookup, resolve = self.lookup, signature.resolve_split
-        return described + tuple([guard_value(resolve(g, values, lookup))
-                                  for g in self._split]) + tuple(
-            [("tests", path, outcome(test, resolve(split, values, lookup)))
-             for path, split, test in self._tests])
+        key = described + tuple([guard_value(resolve(g, values, lookup))
+                                 for g in self._split])
+        if not self._tests:
+            return key
+        return key + tuple([("tests", path, outcome(test, resolve(split, values, lookup)))
+                            for path, split, test in self._tests])
 
     def key_for(self, args: tuple, kwargs: dict) -> tuple | None:
         """The key of these arguments (None where they do not bind)."""
