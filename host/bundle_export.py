@@ -108,6 +108,8 @@ def export(sliced, specs: list) -> Exported:
     if plan.nested:
         raise Skipped("calls another gpe function from host code (nested parts are not "
                       "bundled)")
+    if plan.tests:  # the index has no place for a callee's speculated branch tests
+        raise Skipped("a callee branches on a number the host sends (not bundled)")
     return _entry(sliced, plan, variant, specs, values)
 
 

@@ -13,6 +13,18 @@ from typing import Any, Callable
 
 from gpe.host import signature
 from gpe.host.speculation import Assumptions, guard_value
+from gpe.slicer.speculated import compile_test
+
+
+def outcome(test, value) -> Any:
+    """A speculated test's outcome on the number a path holds this call (its type's name
+    where it is no longer a Python number: another key, never a wrong branch)."""
+    if type(value) not in (bool, int, float):
+        return ("not a number", type(value).__name__)
+    try:
+        return bool(test(value))
+    except Exception as exc:  # noqa: BLE001 (e.g. a comparison with NaN is fine; others)
+        return ("raised", type(exc).__name__)
 
 
 class CallKeys:
@@ -27,6 +39,10 @@ class CallKeys:
         self._guards: tuple[str, ...] = ()  # captured names and paths (union over variants)
         self._split: tuple[list[str], ...] = ()  # the same, split at their dots
         self.last: tuple | None = None     # the key of the variant built last
+        # callees' branches on numbers sent from paths (slicer/speculated.py): (path,
+        # parameter, test source), and per test (its path split, the compiled test)
+        self.tests: tuple[tuple[str, str, str], ...] = ()
+        self._tests: tuple = ()
         self.calls = 0  # calls bound so far (the clock of Assumptions.note_path_value)
 
     @property
@@ -52,11 +68,15 @@ class CallKeys:
         """Argument descriptions, and the identity of every object a TF part captured (a
         rebound global, another `self`, a replaced layer all differ)."""
         described = self.assumed.describe(values)
-        if not self._split:
+        if not self._split and not self._tests:
             return described
         lookup, resolve = self.lookup, signature.resolve_split
-        return described + tuple([guard_value(resolve(g, values, lookup))
-                                  for g in self._split])
+        key = described + tuple([guard_value(resolve(g, values, lookup))
+                                 for g in self._split])
+        if not self._tests:
+            return key
+        return key + tuple([("tests", path, outcome(test, resolve(split, values, lookup)))
+                            for path, split, test in self._tests])
 
     def key_for(self, args: tuple, kwargs: dict) -> tuple | None:
         """The key of these arguments (None where they do not bind)."""
@@ -68,14 +88,20 @@ class CallKeys:
     def missed(self, key: tuple, values: dict) -> str:
         """Why `key` matched no variant ("expected X, got Y"); numbers on objects that keep
         changing stop being guarded (they are sent from now on)."""
-        reason = self.assumed.miss(self.last, key, list(values), self.guards, self.calls)
+        labels = self.guards + tuple(f"{path} (`{text}`)" for path, _, text in self.tests)
+        reason = self.assumed.miss(self.last, key, list(values), labels, self.calls)
         dynamic = self.assumed.dynamic_paths
         self.guards = tuple(g for g in self.guards if g not in dynamic)
         return reason
 
-    def add_guards(self, captures: tuple[str, ...], values: dict) -> tuple:
-        """Guard what a new variant captured too; returns the key it is stored under."""
+    def add_guards(self, captures: tuple[str, ...], values: dict, tests: tuple = ()) -> tuple:
+        """Guard what a new variant captured too, and the outcomes of the branches its
+        callees take on numbers it sends; returns the key it is stored under."""
         self.guards = tuple(sorted(set(self.guards) | set(captures)))
+        if not set(tests) <= set(self.tests):
+            self.tests = tuple(sorted(set(self.tests) | set(tests)))
+            self._tests = tuple((path, path.split("."), compile_test(name, text))
+                                for path, name, text in self.tests)
         for guard in self.guards:
             value = guard_value(signature.resolve(guard, values, self.lookup))
             if isinstance(value, tuple):

@@ -31,7 +31,7 @@ from gpe.host.call import EntryGuardFailed
 from gpe.host.callkey import CallKeys
 from gpe.host.payoff import COSTS, Building, Payoff, progress
 from gpe.host.signature import text
-from gpe.host.speculation import Assumptions
+from gpe.host.speculation import Assumptions, profiled_before, refolded
 from gpe.host.stats import GpeWarning, Stats
 from gpe.host.variant import MAX_VARIANTS, Variant, Variants
 from gpe.slicer import Refusal, SlicePlan
@@ -210,7 +210,10 @@ class SlicedFunction:
         try:
             plan = self._plan(values)
         except NotBuilt as not_yet:  # sliced again at the next call
-            self._note(f"{not_yet} (sliced at a later call)", warn=False)
+            # (a Keras layer it calls is built by this call: it is the first profile call,
+            # without observation points)
+            log.info("%s: %s; runs eagerly", self.__qualname__, not_yet)
+            self.stats_.profile_calls += 1
             return self._eager(args, kwargs)
         except Refusal as refusal:
             self._refuse(key, str(refusal))
@@ -225,6 +228,8 @@ class SlicedFunction:
             return self._eager(args, kwargs)
         sibling = self.cache.sibling(plan)
         reshaped = self.builder.reshaped(plan, values, sibling)
+        if reshaped is None and sibling is not None:  # a folded number's new value
+            reshaped = refolded(plan, values, key, self.cache.built)
         if reshaped is not None:  # a tree of another shape: no eager call needed
             self._build(key, plan, values, [reshaped], sibling)
             if self.cache.get(self.keys.key(values)) is not None:
@@ -238,7 +243,12 @@ class SlicedFunction:
         if reshaped is not None or self.builder.reshaped(plan, values, runs[-1:]) is not None:
             # trees of other shapes, same plan: their profile calls count for this one
             runs = self.cache.pooled(key, plan) + runs
-        if len(runs) >= (1 if sibling is not None else self.profile_calls):
+        # a call that ran eagerly to let Keras build a layer it judged (Builder._unbuilt)
+        # stands in for a profile call (folding needs two)
+        needed = max(min(2, self.profile_calls),
+                     self.profile_calls - self.builder.unbuilt_tries)
+        if len(runs) >= (1 if sibling is not None or profiled_before(
+                key, len(values), self.cache.built) else needed):
             self._build(key, plan, values, runs, sibling)
         return result
 
@@ -269,7 +279,7 @@ class SlicedFunction:
             COSTS.add(seconds, built=True)
             progress("slicing and building", self.__qualname__, self.where,
                      self._plan_s + seconds)
-        self.cache.add(self.keys.add_guards(plan.captures, values), variant)
+        self.cache.add(self.keys.add_guards(plan.captures, values, plan.tests), variant)
         self.stats_.variants += 1
         described = self.assumed.describe(values)
         self.stats_.built.append(", ".join(

@@ -31,8 +31,9 @@ log = logging.getLogger("gpe")
 FOLDABLE = (bool, int, float)
 MAX_INT_VALUES = 4   # values of an int argument folded before it is sent
 MAX_PATH_VALUES = 2  # values of a number on an object (a flag, a rate) folded before it is sent
-PATH_WINDOW = 8      # ...counted over this many calls (a rate changed every 10 steps stays folded)
-MAX_PATH_VALUES_EVER = 6  # ...and in all (a value that never repeats: a variant each otherwise)
+PATH_WINDOW = 8      # ...counted over this many calls
+MAX_PATH_VALUES_EVER = 2  # ...and in all: one that changed twice is sent (a rate annealed
+# every few dozen steps would otherwise get a variant per value)
 MAX_SHAPES = 2       # exact shapes of a tensor argument before its changing dimensions relax
 MAX_UNFOLDS = 2      # times a folded entry value may change before it is sent
 
@@ -119,9 +120,10 @@ class Assumptions:
     def note_path_value(self, path: str, value: tuple, call: int = 0) -> bool:
         """A Python number read by the TF part when built took `value` at the `call`th
         call; True once it has taken more than MAX_PATH_VALUES within PATH_WINDOW calls,
-        or MAX_PATH_VALUES_EVER in all (it is sent as a value from then on). A schedule that changes a rate every few
-        dozen steps keeps a folded variant per value; one that changes it every step
-        (a warm-up) is sent."""
+        or MAX_PATH_VALUES_EVER in all (it is sent as a value from then on): a flag
+        flipped back and forth keeps its two folded variants; a rate a schedule changes
+        (every step in a warm-up, every few dozen steps later) is sent from its third
+        value (a callee branching on it: slicer/speculated.py)."""
         seen = self.path_values.setdefault(path, {})
         seen[value] = call
         recent = {v for v, at in seen.items() if at > call - PATH_WINDOW}
@@ -149,6 +151,8 @@ class Assumptions:
             if i < len(names):
                 return f"argument {names[i]}{signature.difference(old, new)}"
             guard = guards[i - len(names)] if i - len(names) < len(guards) else "?"
+            if isinstance(old, tuple) and old and old[0] == "tests":  # a callee's branch
+                return f"{guard}: expected {old[2]!r}, got {new[2]!r}"
             if isinstance(old, tuple) and isinstance(new, tuple):  # Python numbers
                 self.note_path_value(guard, new, call)
                 return f"{guard}: expected {old[1]!r}, got {new[1]!r}"
@@ -267,6 +271,45 @@ def stable_entry_values(plan: SlicePlan, runs, layouts, unfolded, sibling=()) ->
             out[position] = (name, i, first)
         position += 1
     return out
+
+
+def refolded(plan: SlicePlan, values: dict, key: tuple, built: dict) -> dict | None:
+    """For a call whose key differs from a variant of the same plan only in the values of
+    Python numbers on objects that the TF part folds (a dropout rate a schedule changes
+    every few dozen steps), the observations to build its variant from without an eager
+    profile call: that variant's last profile call's, with this call's entry values (the
+    numbers themselves are read when the new variant is traced, as eager code reads them).
+    Values the host sends mid-call are checked against the specs so observed at every send,
+    as any variant's are. Else None."""
+    count = len(values)
+    for other, variant in built.items():
+        runs = getattr(variant, "runs", None)
+        if variant.plan != plan or not runs or len(other) != len(key) or \
+                other[:count] != key[:count] or other == key:
+            continue
+        if all(old == new or (_number(old) and _number(new))
+               for old, new in zip(other[count:], key[count:])):
+            run = dict(runs[-1])
+            entry = next((c for c in plan.channels if c.kind == ChannelKind.ENTRY), None)
+            if entry is not None:
+                if any(name not in values for name in entry.names):
+                    return None
+                run[entry.index] = [values[name] for name in entry.names]
+            return run
+    return None
+
+
+def profiled_before(key: tuple, count: int, built: dict) -> bool:
+    """A variant was built for these same arguments under another plan (the plan changed
+    because a number on an object became sent): one profile call of the new plan is
+    enough (its entry values are then sent, not folded)."""
+    return any(other[:count] == key[:count] for other in built)
+
+
+def _number(entry) -> bool:
+    """A call key's entry for a Python number a TF part folded (see guard_value)."""
+    return isinstance(entry, tuple) and len(entry) == 2 and entry[0] in ("bool", "int",
+                                                                         "float")
 
 
 def _relax_entry(channel, layouts, found, relaxed) -> list:

@@ -32,6 +32,12 @@ class Key(enum.Enum):
     CALLEE_READS = ("tuple of (dotted path, bool) on a CALLEE call: what the callee reads from "
                     "the objects passed to it (`model.w1`; True: a Python number, `hp.rate`), "
                     "as the caller names them; captured and guarded as the caller's PATHs")
+    SENT = ("str on an attribute chain holding a Python number that keeps changing (in "
+            "facts.dynamic_paths), and on the host temporary hoisting made of it: its dotted "
+            "path; the number is sent to the TF part, not folded")
+    CALLEE_TESTS = ("tuple of (argument index, dotted path, parameter, test source) on a "
+                    "CALLEE call: `if` tests of the callee on a Python number the caller "
+                    "sends (slicer/speculated.py); the call key holds their outcomes")
     WHY_HOST = ("str on a call's function: why calling it is host work, where the caller "
                 "knows (facts.why_host)")
     UNROLLED = ("tuple of attribute names on a CALLEE call: a recursion over a tree of data "

@@ -23,7 +23,7 @@ from typing import Any, Callable, NamedTuple
 
 import gast
 
-from gpe.slicer import anno, recursion
+from gpe.slicer import anno, recursion, speculated
 from gpe.slicer.anno import Key
 from gpe.slicer.errors import Refusal
 from gpe.slicer.facts import CALLEE_ARG_KINDS, TF_KINDS, ArgFact, Facts, Kind
@@ -49,6 +49,10 @@ class Judged(NamedTuple):
     # a recursion over a tree, unrolled per shape (recursion.py): the attributes of its
     # counters (the host half changes them during the call)
     unrolled: tuple | None = None
+    # branches on a Python number the caller sends (not folded): (argument position, the
+    # `if` test's source, the parameter's name); the caller's call key holds each test's
+    # outcome, the TF part takes the branch it had when built (see speculated.py)
+    tests: tuple = ()
 
 
 def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse,
@@ -71,7 +75,8 @@ def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse,
     held = [o for o in objects if o is not MISSING]
     key = tuple(arg_kinds) + tuple(constants) * any(constants) + tuple(id(o) for o in held)
     if key in results and not held:
-        return None if results[key] is None else Judged(results[key])
+        cached = results[key]
+        return cached if cached is None or isinstance(cached, Judged) else Judged(cached)
     if key in results and all(ref() is o for ref, o in zip(results[key][1], held)):
         return results[key][0]  # the same objects (not new ones at the same address)
     _active.add(fn)
@@ -81,7 +86,7 @@ def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse,
         _active.discard(fn)
     try:
         results[key] = (judged, [weakref.ref(o) for o in held]) if held else (
-            judged and judged.kind)
+            judged if judged is not None and judged.tests else judged and judged.kind)
     except TypeError:  # an object without weak references: judged again next time
         pass
     return judged
@@ -113,11 +118,18 @@ def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], objects: list, const
         analyse(parsed, Facts(args=args, classify=facts.classify, objects=held))
     except (Refusal, SyntaxError, TypeError, ValueError):
         return None
-    kind = pure_body(parsed.node)
-    if kind is None:
+    sent = {p.name: i for i, p in enumerate(params) if p.name in args and
+            args[p.name].kind == Kind.PY_SCALAR and not args[p.name].constant}
+    tests: list = []
+    kind = pure_body(parsed.node, sent, tests)
+    if kind is None or (sent and not speculated.only_in_tests(parsed.node, set(sent),
+                                                              tests)):
         return None
+    tests = [(test, name) for test, name in tests if test is not None]
     position = {p.name: i for i, p in enumerate(params) if p.name in held}
-    return Judged(kind, tuple(sorted(_object_reads(parsed.node, position))))
+    return Judged(kind, tuple(sorted(_object_reads(parsed.node, position))),
+                  tests=tuple((sent[name], speculated.source(test), name)
+                              for test, name in tests))
 
 
 def _object_reads(fn: gast.FunctionDef, position: dict[str, int]) -> set[tuple]:
@@ -168,17 +180,20 @@ def _method(method: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse
     return pure_body(parsed.node)
 
 
-def pure_body(fn: gast.FunctionDef) -> Kind | None:
+def pure_body(fn: gast.FunctionDef, sent: dict | None = None,
+              tests: list | None = None) -> Kind | None:
     """TF_OP/TF_EFFECT_OP if every statement is TF work (`return` of TF values; an `if` on
     a value fixed for the call, such as a default `apply_sigmoid=False`, whose branches
-    are: the callee is traced per value, so Python takes the branch when it is traced)."""
-    effect = _pure(fn.body)
+    are: the callee is traced per value, so Python takes the branch when it is traced).
+    `sent`: parameters that are Python numbers the caller sends; an `if` testing only one
+    of them against constants is speculated (appended to `tests` with its parameter)."""
+    effect = _pure(fn.body, sent or {}, tests if tests is not None else [])
     if effect is None:
         return None
     return Kind.TF_EFFECT_OP if effect else Kind.TF_OP
 
 
-def _pure(body: list[gast.stmt]) -> bool | None:
+def _pure(body: list[gast.stmt], sent: dict, tests: list) -> bool | None:
     """None if a statement of `body` is host work, else whether one changes TF state."""
     effect = False
     for stmt in body:
@@ -186,9 +201,15 @@ def _pure(body: list[gast.stmt]) -> bool | None:
             if stmt.value is not None and not _tf_names(stmt.value):
                 return None
             continue
-        if isinstance(stmt, gast.If) and anno.get(stmt.test, Key.CONSTANT) and \
+        if speculated.arithmetic(stmt, sent, tests):
+            continue  # Python arithmetic on sent numbers: the TF part's HostValues do it
+        tested = speculated.tested(stmt.test, set(sent)) if isinstance(stmt, gast.If) \
+            and anno.get(stmt, Key.PLACE) != Place.TF else None
+        if tested is not None:
+            tests.append((stmt.test, tested))
+        if isinstance(stmt, gast.If) and (anno.get(stmt.test, Key.CONSTANT) or tested) and \
                 anno.get(stmt, Key.PLACE) != Place.TF:
-            branches = [_pure(stmt.body), _pure(stmt.orelse)]
+            branches = [_pure(stmt.body, sent, tests), _pure(stmt.orelse, sent, tests)]
             if None in branches:
                 return None
             effect = effect or any(branches)

@@ -68,6 +68,34 @@ def reads(inf, reads: tuple, sites: list) -> tuple | None:
         out.append((path, number))
     return tuple(out)
 
+def sent_number(inf, node: gast.AST) -> str | None:
+    """The caller's path of a Python number on an object that keeps changing
+    (`hp.dropout_rate`, in facts.dynamic_paths: sent to the TF part, not folded), given
+    to a callee; None for any other argument."""
+    path = anno.get(node, Key.SENT, None)  # set by kinds (and on hoist's temporary)
+    if path is None or anno.get(node, Key.KIND) != Kind.HOST:
+        return None
+    root = path.split(".")[0]
+    if root in inf.rebound or root in inf.mutated or path not in inf.facts.dynamic_paths:
+        return None
+    return path
+
+
+def tests(call: gast.Call, judged: tuple, sites: list, sent: list) -> tuple | None:
+    """The callee's branches on numbers the caller sends, for the caller's call key:
+    (index among the call's arguments, the caller's path, the parameter, the test's
+    text); None where such a number is not one the caller can guard by its path."""
+    out = []
+    for position, text, name in judged:
+        if not sent[position]:
+            return None
+        index = next((i for i, a in enumerate(call.args) if a is sites[position]), None)
+        if index is None:
+            return None
+        out.append((index, sent[position], name, text))
+    return tuple(out)
+
+
 def _path_of(inf, node: gast.AST) -> str | None:
     """The dotted path the call key can resolve for an object expression."""
     if anno.has(node, Key.PATH):

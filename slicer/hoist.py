@@ -303,7 +303,10 @@ class _Hoister(gast.NodeTransformer):
         name = f"{prefix}{next(self.counter)}"
         self.pre.append(gast.Assign(targets=[_name(name, gast.Store())], value=node,
                                     type_comment=None))
-        return _name(name, gast.Load())
+        temporary = _name(name, gast.Load())
+        if anno.has(node, Key.SENT):  # a number sent from its path (callsites.sent_number)
+            anno.set(temporary, Key.SENT, anno.get(node, Key.SENT))
+        return temporary
 
 
 def _read_value(var: gast.expr) -> gast.Call:

@@ -271,6 +271,8 @@ class _Inferer:
                 anno.set(node, Key.PATH, dotted(node))
                 anno.set(node, Key.CONSTANT, True)
                 return Kind.PY_SCALAR
+            if type(value) in (bool, int, float) and root.id not in self.mutated:
+                anno.set(node, Key.SENT, dotted(node))  # keeps changing: sent (host work)
             if kind in _CAPTURABLE and (root is not node.value or base in _CAPTURABLE):
                 # e.g. self.model.trainable_variables, self.opt.apply_gradients, or
                 # metric.update_state on a metric argument the TF part captures
@@ -354,15 +356,20 @@ class _Inferer:
         if target is None:
             return None
         fn, sites = target
-        arg_kinds = [anno.get(a, Key.KIND) for a in sites]
-        objects = [self.object_of(a) for a in sites]
+        sent = [callsites.sent_number(self, a) for a in sites]  # sent, not folded
+        arg_kinds = [Kind.PY_SCALAR if path else anno.get(a, Key.KIND)
+                     for a, path in zip(sites, sent)]
+        objects = [MISSING if path else self.object_of(a) for a, path in zip(sites, sent)]
         if any(k not in CALLEE_ARG_KINDS and o is MISSING for k, o in zip(arg_kinds, objects)):
             return None  # a host value the callee would get (its analysis would say so)
         constants = [bool(anno.get(a, Key.CONSTANT)) for a in sites]
         judged = self.callee(fn, arg_kinds, self.facts, objects, constants)
         reads = judged and callsites.reads(self, judged.reads, sites)
-        if reads is None:
+        tests = judged and callsites.tests(node, judged.tests, sites, sent)
+        if reads is None or tests is None:
             return None
+        if tests:
+            anno.set(node, Key.CALLEE_TESTS, tests)
         if isinstance(node.func, gast.Name) and node.func.id in self.facts.objects:
             anno.set(node.func, Key.PATH, node.func.id)  # the function passed: its identity
         anno.set(node, Key.CALLEE_READS, reads)

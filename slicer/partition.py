@@ -115,7 +115,7 @@ class _Partition:
         return SlicePlan(
             name=fn.name, qualname=self.parsed.fn.__qualname__,
             filename=self.parsed.filename, lineno=fn.lineno, host=host, tf=tf,
-            profile=profile, captures=self._captures(tf_body),
+            profile=profile, captures=self._captures(tf_body), tests=_tests(tf_body),
             channels=tuple(w.channels), sites=tuple(w.sites), routes=w.routes(),
             bound=bound, rescuable=w.rescuable, nested=tuple(w.nested),
             rescues=tuple(w.rescues.items()), with_gates=tuple(w.with_gates),
@@ -281,9 +281,23 @@ def _tf_calls(stmt: gast.stmt) -> gast.stmt:
     for call in [n for n in gast.walk(stmt) if special(n)]:
         method = "call" if anno.get(call, Key.CALLEE) else "constant"
         method = "unrolled" if anno.get(call, Key.UNROLLED) is not None else method
+        for index, path, _, _ in anno.get(call, Key.CALLEE_TESTS, ()):
+            # a number the host sends, which the callee branches on: the TF part takes
+            # the branch its value when built takes (the call key guards the outcome)
+            call.args[index] = templates.expr("_gpe_rt.speculate(v, seen)",
+                                              v=call.args[index], seen=templates.expr(path))
         call.args = [call.func] + call.args
         call.func = templates.expr(f"_gpe_rt.{method}")
     return stmt
+
+
+def _tests(tf_body) -> tuple[tuple[str, str, str], ...]:
+    """(path, parameter, test source) of every branch a callee takes on a number the
+    host sends (Key.CALLEE_TESTS): the call key holds their outcomes."""
+    found = {(path, name, text) for s in tf_body for n in gast.walk(s)
+             if isinstance(n, gast.Call) for _, path, name, text in
+             anno.get(n, Key.CALLEE_TESTS, ())}
+    return tuple(sorted(found))
 
 
 _ONCE = (gast.Assign, gast.AugAssign, gast.AnnAssign, gast.Expr, gast.Return)

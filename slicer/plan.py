@@ -103,6 +103,9 @@ class SlicePlan:
     lines: tuple[LineReport, ...]
     assumptions: tuple[str, ...] = field(default=())
     captures: tuple[str, ...] = ()  # free names the TF part reads (bound at trace time)
+    # branches callees take on numbers the host sends: (path, parameter, test source),
+    # their outcomes guarded by the call key (slicer/speculated.py)
+    tests: tuple[tuple[str, str, str], ...] = ()
     rescuable: bool = False  # the host program holds the TF statements too (RESCUE)
     nested: tuple[int, ...] = ()  # per call of a function gpe slices too: its BRANCH channel
     rescues: tuple[tuple[int, int], ...] = ()  # (gate or loop channel, its RESCUE channel)

@@ -219,6 +219,55 @@ def test_a_rate_changed_every_step_is_sent_and_a_flag_changed_rarely_is_folded()
         stats  # the variant for keep=1.0 built first is taken again at the end
 
 
+def test_a_rate_annealed_every_few_steps_is_sent_and_its_branch_guarded():
+    """lr_schedule_object's dropout: a number on an object that the callee branches on
+    (`if keep < 1.0`), changed every 6 steps. Its second value gets a folded variant built
+    from the first one's observations (no eager call); from its third it is sent as a
+    value (one profile call of the new plan): one variant takes every later value, the call key holding the branch's outcome
+    (`keep < 1.0`), so the step back to 1.0 gets a variant of its own (one profile call)
+    and 0.3 after it takes the first one again."""
+    keeps = [1.0] * 6 + [0.8] * 6 + [0.6] * 6 + [0.4] * 6 + [1.0] * 6 + [0.3] * 6
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        stats = run_schedule(keeps, [0.05] * len(keeps))  # identical to eager
+    assert stats["fallbacks"] == {}, stats
+    assert stats["guard_failures"] == {"hp.keep: expected 1.0, got 0.8": 1,
+                                       "hp.keep: expected 0.8, got 0.6": 1,
+                                       "hp.keep (`keep < 1.0`): expected True, got False": 1
+                                       }, stats
+    # 3 profile calls (folded 1.0), none for 0.8, 1 once sent (a new plan for the same
+    # arguments), 1 for the other branch
+    assert stats["eager_calls"] == stats["profile_calls"] == 5, stats
+    assert stats["graph_calls"] == len(keeps) - 5 and stats["variants"] == 4, stats
+
+
+def test_a_number_a_callee_uses_other_than_in_a_test_is_never_speculated():
+    """`int(keep * 10)` inside the callee is a Python decision on the value that no test
+    guards: once the number is sent, the callee is not TF work (the call runs eagerly
+    rather than with the value seen when its TF part was built)."""
+    def make(log):
+        w, hp = tf.Variable([1.0, 2.0, 3.0]), Schedule()
+
+        def scaled(x, keep):
+            if keep > 0:
+                return x * w[: int(keep * 10) % 3 + 1]
+            return x * w
+
+        def step(hp, x):
+            return tf.reduce_sum(scaled(x, hp.keep))
+        return step, hp
+    results = {}
+    for sliced in (False, True):
+        step, hp = make(None)
+        target = gpe.function(step, adaptive=False) if sliced else step
+        out = []
+        for keep in [0.1, 0.2, 0.1, 0.2, 0.3, 0.1, 0.2, 0.3]:
+            hp.keep = keep
+            out.append(target(hp, tf.constant(2.0)).numpy().tolist())
+        results[sliced] = out
+    assert results[True] == results[False]
+
+
 def test_a_list_of_variables_on_an_object_is_guarded_by_its_elements():
     keeps, rates = [1.0] * 8, [0.05] * 8
     make = schedule_program(keeps, rates)

@@ -7,6 +7,15 @@ last bits. gpe promises eager's results, so its TF parts and sink are traced and
 those three rewrites off (measured on the example: about 5% slower with the remapper off,
 within run-to-run noise), and AddN traced as ordered adds (see _install_ordered_add_n). The setting is TensorFlow's per-thread function-call options: it
 applies to what gpe traces and to the sink thread, and to nothing else in the program.
+
+With oneDNN on (TF's default on x86), one more rewrite runs on every graph and has no
+per-graph switch: MklLayoutRewritePass (after partitioning) merges a float32 BiasAddGrad
+with the Conv2DBackpropFilter that reads the same gradient tensor into
+_MklNativeConv2DBackpropFilterWithBias, whose bias gradient sums in another order than the
+BiasAddGrad kernel eager runs (a conv layer's bias gradient an ulp off; Keras' Conv2D adds
+its bias with BiasAdd). While gpe traces, BiasAdd's gradient takes its input through a
+Snapshot, so the pass finds no shared input and leaves BiasAddGrad as eager runs it (see
+_install_unmerged_bias_grad).
 """
 from __future__ import annotations
 
@@ -17,7 +26,9 @@ import tensorflow as tf
 
 from tensorflow.core.protobuf import rewriter_config_pb2
 from tensorflow.python.eager import context
-from tensorflow.python.ops import gen_math_ops
+from tensorflow.python.framework import ops
+from tensorflow.python.ops import gen_array_ops, gen_math_ops, gen_nn_ops
+from tensorflow.python.util import _pywrap_util_port
 
 _VALUE_CHANGING = ("constant_folding", "arithmetic_optimization", "remapping")
 # Grappler's dependency optimizer drops a read's control edge to a later write of the same
@@ -54,6 +65,7 @@ def exact_arithmetic():
     previous = ctx.function_call_options
     ctx.function_call_options = _options()
     _install_ordered_add_n()
+    _install_unmerged_bias_grad()
     depth = getattr(_tracing, "depth", 0)
     _tracing.depth = depth + 1
     try:
@@ -89,6 +101,35 @@ def _install_ordered_add_n() -> None:
         return tf.identity(total, name=name)
 
     gen_math_ops.add_n = add_n
+
+
+_original_bias_add_grad = None
+
+
+def _install_unmerged_bias_grad() -> None:
+    """While gpe traces a TF part (oneDNN on), BiasAdd's gradient reads the incoming
+    gradient through a Snapshot (a copy, which Grappler's pruner keeps where it removes an
+    Identity): oneDNN's layout pass then sees no Conv2DBackpropFilter sharing BiasAddGrad's
+    input and does not merge them (see the module docstring)."""
+    global _original_bias_add_grad
+    if _original_bias_add_grad is not None or not _pywrap_util_port.IsMklEnabled():
+        return
+    entry = ops._gradient_registry._registry["BiasAdd"]  # noqa: SLF001 (no public override)
+    _original_bias_add_grad = entry["type"]
+
+    def bias_add_grad(op, received_grad):
+        if getattr(_tracing, "depth", 0) == 0 or context.executing_eagerly() or \
+                not isinstance(received_grad, tf.Tensor) or received_grad.dtype != tf.float32:
+            return _original_bias_add_grad(op, received_grad)
+        try:
+            data_format = op.get_attr("data_format")
+        except ValueError:  # BiasAddV1
+            data_format = None
+        unshared = gen_array_ops.snapshot(received_grad)
+        return received_grad, gen_nn_ops.bias_add_grad(out_backprop=unshared,
+                                                       data_format=data_format)
+
+    entry["type"] = bias_add_grad
 
 
 def use_exact_arithmetic_on_this_thread() -> None:
