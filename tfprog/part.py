@@ -12,113 +12,22 @@ import contextlib
 import dataclasses
 import functools
 import itertools
-import operator
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
-from tensorflow.python.types import core
 
 from gpe.slicer import recursion
 from gpe.slicer.plan import ChannelKind, SlicePlan
-from gpe.tfprog.channels import ValueSpec, flatten, python_spec, unflatten
+from gpe.tfprog.channels import ValueSpec, flatten, unflatten
+from gpe.tfprog.hostvalue import HostValue, _python_leaf_spec
 from gpe.tfprog.exact import exact_arithmetic
-from gpe.tfprog import asserts
+from gpe.tfprog import asserts, randomness
 from gpe.tfprog.failing import can_fail
 
 _RESOURCE = tf.TensorSpec([], tf.resource)
-
-
-class HostValue(core.Tensor):
-    """A Python or NumPy value received from the host, inside the TF part.
-
-    TF ops convert it as they would have converted the original value eagerly: to the
-    dtype the op asks for, else to TF's default dtype for that Python type.
-    """
-
-    def __init__(self, tensor: tf.Tensor, spec: ValueSpec):
-        self._tensor, self._spec = tensor, spec
-
-    def __tf_tensor__(self, dtype=None, name=None):
-        dtype = tf.as_dtype(dtype) if dtype is not None else self._spec.default_dtype
-        if dtype == self._tensor.dtype:
-            return self._tensor
-        return tf.cast(self._tensor, dtype, name=name)
-
-    @property
-    def dtype(self):
-        return self._spec.default_dtype
-
-    @property
-    def shape(self):
-        return self._tensor.shape
-
-    def get_shape(self):
-        return self._tensor.shape
-
-    def _like(self, other):
-        """This value as an operand next to `other`, converted as eager converts it."""
-        if isinstance(other, (tf.Tensor, tf.Variable)):
-            if self._spec.type_name == "float" and not (
-                    other.dtype.is_floating or other.dtype.is_complex):
-                raise TypeError(f"Cannot convert a Python float to EagerTensor of dtype "
-                                f"{other.dtype.name}")
-            return self.__tf_tensor__(other.dtype)
-        return self.__tf_tensor__()
-
-
-_PY_TYPES = {"bool": bool, "int": int, "float": float}
-
-
-def _python_type(value) -> type | None:
-    """bool, int or float for a Python number or a HostValue holding one, else None."""
-    if isinstance(value, HostValue):
-        return _PY_TYPES.get(value._spec.type_name)
-    return type(value) if type(value) in (bool, int, float) else None
-
-
-def _python_arithmetic(op, name: str, a, b) -> HostValue:
-    """Arithmetic between two Python numbers (one sent by the host): Python's result type,
-    computed at Python's precision (float64, int64), still a Python value for later ops."""
-    result = float if name == "truediv" or float in (_python_type(a), _python_type(b)) else int
-    spec = python_spec(result)
-
-    def wire(v):
-        if isinstance(v, HostValue):
-            return tf.cast(v._tensor, spec.dtype)
-        return tf.constant(v, spec.dtype)
-    return HostValue(op(wire(a), wire(b)), spec)
-
-
-def _binary(op, name):
-    # TF's operators convert a plain operand without the other's dtype and, when that
-    # fails, call the operand's reflected method: these give eager's result.
-    def forward(self, other):
-        if _python_type(self) and _python_type(other):
-            return _python_arithmetic(op, name, self, other)
-        return op(self._like(other), other)
-
-    def reflected(self, other):
-        if _python_type(self) and _python_type(other):
-            return _python_arithmetic(op, name, other, self)
-        return op(other, self._like(other))
-    return forward, reflected
-
-
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
-    _forward, _reflected = _binary(getattr(operator, _name), _name)
-    setattr(HostValue, f"__{_name}__", _forward)
-    setattr(HostValue, f"__r{_name}__", _reflected)
-
-
-def _python_leaf_spec(leaf) -> ValueSpec | None:
-    """The Python spec of a leaf that is a Python bool, int or float (or holds one)."""
-    if isinstance(leaf, HostValue):
-        return leaf._spec if leaf._spec.python else None
-    kind = type(leaf)
-    return python_spec(kind) if kind in (bool, int, float) else None
 
 
 class PartError(Exception):
@@ -139,6 +48,7 @@ class Part:
     # per nested call site: the callee's Part this part runs there (its channels' queues
     # are passed after this part's own), or None
     nested: list = dataclasses.field(default_factory=list)
+    seeds: int = 0  # legacy random ops: rows of seeds its entry carries (randomness.py)
 
     @property
     def function_name(self) -> str:
@@ -151,17 +61,20 @@ class Part:
         if kind == ChannelKind.RESCUE and self.specs[index] is None:
             return [tf.bool]  # no rescue possible there (never used)
         flag = [tf.bool] if kind in (ChannelKind.BARRIER, ChannelKind.CHECK) else []
-        return flag + [s.dtype for s in self.specs[index]]
+        seeds = [tf.uint64] if kind == ChannelKind.ENTRY and self.seeds else []
+        return flag + [s.dtype for s in self.specs[index]] + seeds
 
 
 class _TraceRuntime:
     """What the TF program calls as `_gpe_rt` while it is traced."""
 
     def __init__(self, plan: SlicePlan, specs: dict[int, list[ValueSpec]],
-                 layouts: dict[int, list], folded: dict[int, Any], nested: list):
+                 layouts: dict[int, list], folded: dict[int, Any], nested: list,
+                 seeds: int | None = None):
         self.plan, self.specs, self.layouts, self.folded = plan, specs, layouts, folded
         self.nested = nested
         self.uid = next(_part_ids)
+        self.random = randomness.Recorder(plan, self.uid, seeds)
         self.callees: dict = {}
         self.waits: set[int] = set()
         self.unchecked: list = []  # ops that can fail at run time, not yet waited for
@@ -197,7 +110,8 @@ class _TraceRuntime:
     def entry(self, queues, index):
         """The values sent when the call starts; a Python number the profile calls always
         saw the same is used as that constant instead (the host guards its value)."""
-        leaves = self._receive(queues[index], self.specs[index], [])
+        leaves = self._receive(queues[index], self.specs[index] + self.random.specs, [])
+        self.random.received(leaves)
         for position, value in self.folded.items():
             leaves[position] = value
         return unflatten(self.layouts[index], leaves)
@@ -398,10 +312,7 @@ class _TraceRuntime:
 
     def call(self, fn, *args):
         """A sliced callee: a call of its own FunctionDef (traced once per part build)."""
-        wrapped = self.callees.get(fn)
-        if wrapped is None:
-            wrapped = self.callees[fn] = tf.function(_plain(fn), autograph=False)
-        return wrapped(*args)
+        return self.random.call(self.callees, fn, _plain, args)
 
     @staticmethod
     def unrolled(fn, *args):
@@ -471,25 +382,42 @@ def build_part(plan: SlicePlan, tf_factory: Callable[..., Callable], bound: dict
                folded: dict[int, Any] | None = None, nested: list | None = None) -> Part:
     """Trace the TF program. `tf_factory(runtime, bound)` returns the `_gpe_tf` function.
     folded: entry leaf position -> the Python number the TF part uses there."""
-    specs = dict(specs)
     folded, nested = dict(folded or {}), list(nested or [])
-    runtime = _TraceRuntime(plan, specs, layouts, folded, nested)
+    runtime = _trace(plan, tf_factory, bound, specs, layouts, folded, nested, None)
+    seeds = runtime.random.count
+    if seeds:  # traced again, its random ops reading the seeds its entry carries
+        runtime = _trace(plan, tf_factory, bound, specs, layouts, folded, nested, seeds)
+    return Part(plan=plan, function=runtime.concrete, specs=runtime.specs, layouts=layouts,
+                waits=frozenset(runtime.waits), uid=runtime.uid, folded=folded, nested=nested,
+                seeds=seeds)
+
+
+def _trace(plan, tf_factory, bound, specs, layouts, folded, nested, seeds) -> _TraceRuntime:
+    runtime = _TraceRuntime(plan, dict(specs), layouts, folded, nested, seeds)
     program = tf_factory(runtime, bound)
 
     def traced(*queues):
+        runtime.random.graph = tf.compat.v1.get_default_graph()
         return program(queues)
 
     traced.__name__ = f"gpe_{plan.name}"
     signature = [_RESOURCE] * (len(plan.channels) + sum(
         len(p.plan.channels) for p in nested if p is not None))
     try:
-        with exact_arithmetic(), asserts.intercept(runtime.uid):  # eager's assert messages
-            concrete = tf.function(traced, input_signature=signature,
-                                   autograph=False).get_concrete_function()
+        with exact_arithmetic(), asserts.intercept(runtime.uid), \
+                randomness.recording(runtime.random):  # eager's assert messages, seeds
+            runtime.concrete = tf.function(traced, input_signature=signature,
+                                           autograph=False).get_concrete_function()
+        runtime.random.finish()
+        leftover = randomness.leftover(runtime.concrete.graph)
     except PartError:
         raise
+    except randomness.Refused as exc:
+        raise PartError(str(exc)) from None
     except Exception as exc:  # tracing user code can raise anything
         raise PartError(f"tracing the TF part failed: {type(exc).__name__}: "
                         f"{plan.user_terms(str(exc))}") from exc
-    return Part(plan=plan, function=concrete, specs=specs, layouts=layouts,
-                waits=frozenset(runtime.waits), uid=runtime.uid, folded=folded, nested=nested)
+    if leftover is not None:
+        raise PartError(f"the TF part has a {leftover} op (a stateful random op that a graph "
+                        "cannot run as eagerly)")
+    return runtime

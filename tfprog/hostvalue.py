@@ -1,0 +1,99 @@
+"""Values the host sends into a TF part: `HostValue` (a Python or NumPy value, converted
+as eager converts it) and the Python arithmetic between such values while traced."""
+from __future__ import annotations
+
+import operator
+
+import tensorflow as tf
+from tensorflow.python.types import core
+
+from gpe.tfprog.channels import ValueSpec, python_spec
+
+class HostValue(core.Tensor):
+    """A Python or NumPy value received from the host, inside the TF part.
+
+    TF ops convert it as they would have converted the original value eagerly: to the
+    dtype the op asks for, else to TF's default dtype for that Python type.
+    """
+
+    def __init__(self, tensor: tf.Tensor, spec: ValueSpec):
+        self._tensor, self._spec = tensor, spec
+
+    def __tf_tensor__(self, dtype=None, name=None):
+        dtype = tf.as_dtype(dtype) if dtype is not None else self._spec.default_dtype
+        if dtype == self._tensor.dtype:
+            return self._tensor
+        return tf.cast(self._tensor, dtype, name=name)
+
+    @property
+    def dtype(self):
+        return self._spec.default_dtype
+
+    @property
+    def shape(self):
+        return self._tensor.shape
+
+    def get_shape(self):
+        return self._tensor.shape
+
+    def _like(self, other):
+        """This value as an operand next to `other`, converted as eager converts it."""
+        if isinstance(other, (tf.Tensor, tf.Variable)):
+            if self._spec.type_name == "float" and not (
+                    other.dtype.is_floating or other.dtype.is_complex):
+                raise TypeError(f"Cannot convert a Python float to EagerTensor of dtype "
+                                f"{other.dtype.name}")
+            return self.__tf_tensor__(other.dtype)
+        return self.__tf_tensor__()
+
+
+_PY_TYPES = {"bool": bool, "int": int, "float": float}
+
+
+def _python_type(value) -> type | None:
+    """bool, int or float for a Python number or a HostValue holding one, else None."""
+    if isinstance(value, HostValue):
+        return _PY_TYPES.get(value._spec.type_name)
+    return type(value) if type(value) in (bool, int, float) else None
+
+
+def _python_arithmetic(op, name: str, a, b) -> HostValue:
+    """Arithmetic between two Python numbers (one sent by the host): Python's result type,
+    computed at Python's precision (float64, int64), still a Python value for later ops."""
+    result = float if name == "truediv" or float in (_python_type(a), _python_type(b)) else int
+    spec = python_spec(result)
+
+    def wire(v):
+        if isinstance(v, HostValue):
+            return tf.cast(v._tensor, spec.dtype)
+        return tf.constant(v, spec.dtype)
+    return HostValue(op(wire(a), wire(b)), spec)
+
+
+def _binary(op, name):
+    # TF's operators convert a plain operand without the other's dtype and, when that
+    # fails, call the operand's reflected method: these give eager's result.
+    def forward(self, other):
+        if _python_type(self) and _python_type(other):
+            return _python_arithmetic(op, name, self, other)
+        return op(self._like(other), other)
+
+    def reflected(self, other):
+        if _python_type(self) and _python_type(other):
+            return _python_arithmetic(op, name, other, self)
+        return op(other, self._like(other))
+    return forward, reflected
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
+    _forward, _reflected = _binary(getattr(operator, _name), _name)
+    setattr(HostValue, f"__{_name}__", _forward)
+    setattr(HostValue, f"__r{_name}__", _reflected)
+
+
+def _python_leaf_spec(leaf) -> ValueSpec | None:
+    """The Python spec of a leaf that is a Python bool, int or float (or holds one)."""
+    if isinstance(leaf, HostValue):
+        return leaf._spec if leaf._spec.python else None
+    kind = type(leaf)
+    return python_spec(kind) if kind in (bool, int, float) else None
