@@ -146,8 +146,7 @@ class Recorder:
         return line, self.plan.where(line)
 
     def refuse(self, what: str, why: str):
-        raise Refused(f"{self.where()[1]}: {what} {why}; so that its numbers are eager's, "
-                      "this function runs eagerly")
+        raise Refused(f"{self.where()[1]}: {what} {why}")
 
     def make(self, name: str, original, args, kwargs):
         """The op `name` made in the traced part: its stateless twin on the next row."""
@@ -172,7 +171,7 @@ class Recorder:
         else:
             if self.tensor is None or index >= self.expected:
                 raise Refused(f"{self.where()[1]}: {what}: the random ops differ from the "
-                              "first trace's; this function runs eagerly")
+                              "first trace's")
             row = self.tensor[index]
             key, counter = row[:1], row[1:]
         return twin(bound.arguments, key, counter)
@@ -197,22 +196,26 @@ class Recorder:
             return
         if not any(c.kind == ChannelKind.ENTRY for c in self.plan.channels):
             raise Refused(f"{self.plan.where(self.lines[0])}: random ops in a function "
-                          "called without arguments (no entry values carry their seeds); "
-                          "this function runs eagerly")
+                          "called without arguments (no entry values carry their seeds)")
         line = _host_lines(self.plan, max(self.lines))
         if line is not None:
             raise Refused(
                 f"{self.plan.where(line.lineno)}: `{line.source}` runs on the host before "
                 f"the random op at line {max(self.lines)}: it could draw from TF's seed "
-                "stream or raise (the host draws all of the call's seeds when it starts); "
-                "this function runs eagerly")
+                "stream or raise (the host draws all of the call's seeds when it starts)")
 
 
 def _may_raise(graph) -> bool:
-    """Whether an op made so far in `graph` can raise on the values it gets at run time."""
-    return any(op.type in failing._FAILS_ON_VALUES or (  # noqa: SLF001 (same package)
-        op.type in failing._FUNCTION_ATTRS and failing.can_fail(op))  # noqa: SLF001
-        for op in graph.get_operations())
+    """Whether an op made so far in `graph` can raise on the values it gets at run time
+    (an op of constants cannot: tracing ran it in effect)."""
+    return any(_raises(op) and not all(t.op.type == "Const" for t in op.inputs)
+               for op in graph.get_operations())
+
+
+def _raises(op) -> bool:
+    # pylint: disable=protected-access (the same package's tables)
+    return op.type in failing._FAILS_ON_VALUES or (
+        op.type in failing._FUNCTION_ATTRS and failing.can_fail(op))
 
 
 # what host statements may call before a random op: none draws TF seeds or raises
