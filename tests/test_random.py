@@ -7,6 +7,7 @@ calls (falling back to eager would always match).
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -243,11 +244,13 @@ def test_random_op_in_a_tensor_dependent_branch_runs_eagerly_and_matches():
 
 
 def test_user_call_on_the_host_before_a_random_op_runs_eagerly_and_matches():
+    """A host call before the last random op could draw from the seed stream (here a
+    helper's eager random op, in between the step's two) or raise."""
     def make(log):
         tf.random.set_seed(1)
         v = tf.Variable(tf.zeros([2]))
 
-        def helper(x):  # eager: its random op draws between the step's two
+        def helper(x):
             log.append(float(tf.random.uniform([])))
             return x
 
@@ -258,20 +261,51 @@ def test_user_call_on_the_host_before_a_random_op_runs_eagerly_and_matches():
             return tf.reduce_sum(v)
         return step, {"v": v}
     under = check(make, [(tf.constant(1.0),) for _ in range(4)], graph_calls=0)
-    _refused(under, "runs on the host before the random op")
+    _refused(under, "test_random.py:")
 
 
-def test_print_before_a_random_op_still_slices():
+def test_host_statement_before_a_random_op_is_refused():
     def make(log):
         tf.random.set_seed(1)
         v = tf.Variable(tf.zeros([2]))
 
-        def step(x, i):
-            print("step", i)
+        def step(x, n):
+            m = math.floor(n / 2)
+            v.assign_add(tf.random.normal([2]) * x)
+            return tf.reduce_sum(v), m
+        return step, {"v": v}
+    under = check(make, [(tf.constant(1.0), i) for i in range(4)], graph_calls=0)
+    _refused(under, "runs on the host before the random op")
+
+
+def test_print_after_the_random_ops_still_slices():
+    def make(log):
+        tf.random.set_seed(1)
+        v = tf.Variable(tf.zeros([2]))
+
+        def step(x):
+            v.assign_add(tf.random.normal([2]) * x)
+            print("step", len(log))
+            log.append(1)
+            return tf.reduce_sum(v)
+        return step, {"v": v}
+    check(make, [(tf.constant(1.0),) for i in range(5)])
+
+
+def test_random_op_after_a_print_runs_eagerly_and_matches():
+    """The TF work after a host effect waits at a gate (a tf.cond): its random ops are
+    refused there for now."""
+    def make(log):
+        tf.random.set_seed(1)
+        v = tf.Variable(tf.zeros([2]))
+
+        def step(x):
+            print("step")
             v.assign_add(tf.random.normal([2]) * x)
             return tf.reduce_sum(v)
         return step, {"v": v}
-    check(make, [(tf.constant(1.0), i) for i in range(5)])
+    under = check(make, [(tf.constant(1.0),) for i in range(4)], graph_calls=0)
+    _refused(under, "test_random.py:")
 
 
 def test_unseeded_random_ops_still_slice_and_stay_random():
