@@ -292,16 +292,32 @@ def test_print_after_the_random_ops_still_slices():
     check(make, [(tf.constant(1.0),) for i in range(5)])
 
 
-def test_random_op_after_a_print_runs_eagerly_and_matches():
-    """The TF work after a host effect waits at a gate (a tf.cond): its random ops are
-    refused there for now."""
+def test_random_op_after_a_print_still_slices():
+    """The TF work after a host effect waits at a gate (a tf.cond that runs unless the
+    call is cancelled): its random ops run once per call there."""
     def make(log):
         tf.random.set_seed(1)
         v = tf.Variable(tf.zeros([2]))
 
         def step(x):
-            print("step")
+            print("step", len(log))
+            log.append(float(tf.reduce_sum(v)))
             v.assign_add(tf.random.normal([2]) * x)
+            return tf.reduce_sum(v)
+        return step, {"v": v}
+    check(make, [(tf.constant(1.0),) for i in range(5)])
+
+
+def test_random_op_after_a_gate_with_values_runs_eagerly_and_matches():
+    """A gate that carries host values can hand the call over to the host (a rescue),
+    which then runs the random op eagerly: refused there."""
+    def make(log):
+        tf.random.set_seed(1)
+        v = tf.Variable(tf.ones([2]))
+
+        def step(x):
+            n = int(tf.reduce_sum(v).numpy()) % 3
+            v.assign_add(tf.random.normal([2]) * x * n)
             return tf.reduce_sum(v)
         return step, {"v": v}
     under = check(make, [(tf.constant(1.0),) for i in range(4)], graph_calls=0)

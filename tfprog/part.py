@@ -134,7 +134,8 @@ class _TraceRuntime:
         if rescue is not None:
             otherwise = self._rescue(queues[rescue], rescue, live, flag, stop)
         with tf.control_dependencies(_stateful_ops() + outer):
-            return tf.cond(tf.equal(flag, 1), lambda: segment(*values), otherwise)
+            return tf.cond(tf.equal(flag, 1), self.random.onward(
+                lambda: segment(*values), not self.specs[index]), otherwise)
 
     def gate_in_with(self, queues, index, segment: Callable):
         """A gate inside a `with` block (a GradientTape): wait for the host; the rest of the
@@ -159,12 +160,14 @@ class _TraceRuntime:
                 lambda t: tf.zeros([0 if d is None else d for d in t.shape], t.dtype),
                 traced[0])
         with tf.control_dependencies(_stateful_ops() + outer):
-            return tf.cond(tf.equal(flag, 1), go_on, cancelled)
+            return tf.cond(tf.equal(flag, 1), self.random.onward(go_on, not self.specs[index]),
+                           cancelled)
 
     def resume(self, index, segment: Callable, carried: tuple):
         """After a `with` block that held the gate on channel `index`: the rest of the
         block runs only if the host said go on there."""
-        return tf.cond(tf.equal(self.flags[index], 1), segment,
+        return tf.cond(tf.equal(self.flags[index], 1),
+                       self.random.onward(segment, not self.specs[index]),
                        lambda: self.end(carried, False))
 
     def _rescue(self, queue, index, live: tuple, flag, stop: Callable) -> Callable:
@@ -248,7 +251,7 @@ class _TraceRuntime:
         """Run the rest of a block after a loop or `if` unless the host cancelled inside."""
         if _always(alive):
             return rest()
-        return tf.cond(alive, rest, lambda: self.end(carried, False))
+        return tf.cond(alive, self.random.onward(rest, True), lambda: self.end(carried, False))
 
     @staticmethod
     def rows(tensor):

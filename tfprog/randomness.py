@@ -15,13 +15,14 @@ A first trace counts the ops; the part is traced again with the seeds only if it
 
 Refused (the variant is not built; calls run eagerly), with the user's file and line:
 ops with no twin (multinomial, poisson, parameterized truncated normal), an explicit op
-seed (eagerly its cached kernel continues one stream across calls), an op inside a
-`tf.cond` branch or loop body (runs a variable number of times), a gamma under a tape
-(its twin's gradient is another computation), an op after TF work that can raise on its
-values, and host statements before the last op that could draw from the same RNG or
-raise (eager's draws would interleave with theirs; drawing at the call's start is exact
-only without them: see `_host_lines`). A function with no entry values has no row to
-carry the seeds either.
+seed (eagerly its cached kernel continues one stream across calls), an op that may run
+other than once per call (inside a `tf.cond` branch, a loop body, a user's tf.function,
+or after a host gate that carries values, where the host may take over the call), a
+gamma under a tape (its twin's gradient is another computation), an op after TF work
+that can raise on its values, and host statements before the last op that could draw
+from the same RNG, raise or return (eager's draws would interleave with theirs, or stop
+early; drawing at the call's start is exact only without them: see `_host_lines`). A
+function with no entry values has no row to carry the seeds either.
 """
 from __future__ import annotations
 
@@ -108,7 +109,10 @@ class Recorder:
         self.count = 0
         self.lines: list[int] = []    # the user's line of each op, in trace order
         self.graph = None             # the part's own graph (set when its trace starts)
-        self.callees: set = set()     # graphs of sliced callees (traced once per call site)
+        # graphs whose ops run once per call when the part runs on (not branches, loop
+        # bodies): sliced callees' (traced once per call site), the rest of a block after
+        # a host decision that only cancels (a gate carrying no values: no rescue there)
+        self.once: set = set()
         self.tensor = None            # the seeds received with the entry values
         self.asked = False            # get_seed(None) ran for the op being made
         self.specs = [] if not expected else [ValueSpec(tf.uint64, (expected, 3))]
@@ -118,11 +122,13 @@ class Recorder:
         if self.specs:
             self.tensor = leaves.pop()
 
-    def callee(self, fn):
-        """A sliced callee's body, noting its graph (its random ops read seeds too)."""
+    def onward(self, fn, once: bool = True):
+        """`fn` (a callee's body, a cond branch that runs unless the call is cancelled),
+        noting its graph as one that runs once per call if `once`."""
         @functools.wraps(fn)
         def body(*args, **kwargs):
-            self.callees.add(ops.get_default_graph())
+            if once:
+                self.once.add(ops.get_default_graph())
             return fn(*args, **kwargs)
         return body
 
@@ -131,7 +137,7 @@ class Recorder:
         random ops is traced anew at its next call site: each site draws its own."""
         wrapped = cache.get(fn)
         if wrapped is None:
-            wrapped = cache[fn] = tf.function(self.callee(plain(fn)), autograph=False)
+            wrapped = cache[fn] = tf.function(self.onward(plain(fn)), autograph=False)
         before = self.count
         out = wrapped(*args)
         if self.count != before:
@@ -139,10 +145,16 @@ class Recorder:
         return out
 
     def where(self) -> tuple[int, str]:
-        """The user's line of the statement being traced, and `file:line`."""
-        found = [int(n) for uid, n in _LINE.findall(self.graph.get_name_scope())
-                 if int(uid) == self.uid] if self.graph is not None else []
-        line = found[-1] if found else self.plan.lineno
+        """The user's line of the statement being traced, and `file:line`: the innermost
+        line scope of this part, in the graph being built or the ones around it."""
+        graph, line = ops.get_default_graph(), self.plan.lineno
+        while graph is not None:
+            found = [int(n) for uid, n in _LINE.findall(graph.get_name_scope())
+                     if int(uid) == self.uid]
+            if found:
+                line = found[-1]
+                break
+            graph = getattr(graph, "outer_graph", None)
         return line, self.plan.where(line)
 
     def refuse(self, what: str, why: str):
@@ -181,7 +193,7 @@ class Recorder:
         called from it (not a branch, a loop body), after no op that can raise there."""
         graph, chain = ops.get_default_graph(), []
         while graph is not self.graph:
-            if graph not in self.callees:
+            if graph not in self.once:
                 self.refuse(what, "runs inside a tf.cond branch, a loop body or a "
                             "tf.function (it may run any number of times per call)")
             chain.append(graph)
@@ -233,14 +245,17 @@ def _host_lines(plan: SlicePlan, last: int):
     eagerly, of a function gpe slices) or raise; None if there is none."""
     end = _loop_end(plan, last)
     for line in plan.lines:
-        if line.place.lower() == "tf" or not plan.lineno < line.lineno <= end:
+        if line.place.lower() == "tf" or not plan.lineno < line.lineno <= max(end, last):
             continue
         tree = _statement(line.source)
         if tree is None:
             return line
         for node in ast.walk(tree):
-            if isinstance(node, (ast.Raise, ast.Assert, ast.Yield, ast.YieldFrom,
-                                 ast.Await, ast.Delete)):
+            # a `return` on the op's own line returns after it
+            if isinstance(node, ast.Return) and line.lineno == last and end == last:
+                continue
+            if isinstance(node, (ast.Raise, ast.Assert, ast.Return, ast.Yield,
+                                 ast.YieldFrom, ast.Await, ast.Delete)):
                 return line
             if isinstance(node, ast.Call) and not _safe_call(node.func):
                 return line
