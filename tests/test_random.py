@@ -68,12 +68,13 @@ def test_stateless_twins_draw_the_stateful_kernels_numbers(dtype):
                           stateless.stateless_shuffle(value, key, counter, 1).numpy())
 
 
-def test_host_draws_are_get_seeds_draws():
-    tf.random.set_seed(3)
-    drawn = randomness.draw(3)
-    tf.random.set_seed(3)
+@pytest.mark.parametrize("seed", [3, 0, 2**31 - 1, 2**40 + 5])
+def test_host_draws_are_get_seeds_draws(seed):
     from tensorflow.python.framework import random_seed
-    eager = [random_seed.get_seed(None) for _ in range(3)]
+    tf.random.set_seed(seed)
+    drawn = randomness.draw(40)
+    tf.random.set_seed(seed)
+    eager = [random_seed.get_seed(None) for _ in range(40)]
     assert [(int(r[0]), int(r[2])) for r in drawn] == eager
     assert not drawn[:, 1].any()
 

@@ -367,19 +367,25 @@ def _stateful(op_type: str) -> bool:
     return op_def is not None and op_def.is_stateful
 
 
-_URANDOM = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
+_MAXINT32 = 2**31 - 1  # random_seed's
 
 
 def draw(k: int) -> np.ndarray:
     """The seeds of a call's k random ops, as eager's k ops would draw them, in order:
-    rows (key, 0, counter high) = (global seed, 0, op seed) per `get_seed(None)`, or a
-    fresh random key and counter when no global seed is set (an unseeded kernel's)."""
-    rows = np.zeros((k, 3), np.uint64)
-    for i in range(k):
-        seed, seed2 = _get_seed(None)
-        if seed is None:
-            rows[i, 0], rows[i, 2] = _URANDOM.integers(0, 1 << 64, 2, np.uint64,
-                                                        endpoint=False)
-        else:
-            rows[i, 0], rows[i, 2] = seed, seed2
-    return rows
+    rows (key, counter low, counter high) = (global seed, 0, op seed), as `get_seed(None)`
+    gives them (inlined: the same draws from the context's RNG, truncated alike), or a
+    fresh random key and counter when no global seed is set (as an unseeded kernel)."""
+    ctx = context.context()
+    seed = ctx._seed  # pylint: disable=protected-access (context.global_seed())
+    if seed is None:
+        _get_seed(None)  # raises where op determinism asks for a seed, as eager's op would
+        fresh = np.frombuffer(os.urandom(16 * k), np.uint64).reshape(k, 2)
+        rows = np.zeros((k, 3), np.uint64)
+        rows[:, 0], rows[:, 2] = fresh[:, 0], fresh[:, 1]
+        return rows
+    seed %= _MAXINT32
+    randint = ctx._rng.randint  # pylint: disable=protected-access (internal_operation_seed)
+    rows = [(seed, 0, randint(0, _MAXINT32) % _MAXINT32) for _ in range(k)]
+    if seed == 0:  # get_seed's (0, 0) -> (0, 2**31 - 1)
+        rows = [(0, 0, s2 or _MAXINT32) for _, _, s2 in rows]
+    return np.array(rows, np.uint64)
