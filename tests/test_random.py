@@ -340,3 +340,41 @@ def test_unseeded_random_ops_still_slice_and_stay_random():
     assert fn.stats()["graph_calls"] == 5
     assert len({o.tobytes() for o in out}) == 6
     assert all(((0 <= o) & (o < 1)).all() for o in out)
+
+
+def test_user_function_run_on_the_host_after_the_random_ops_draws_after_them():
+    """A user function the host runs eagerly after the step's random op: its own eager
+    random op draws after the step's seed, as eagerly."""
+    def make(log):
+        tf.random.set_seed(6)
+        v = tf.Variable(tf.zeros([2]))
+
+        def inner(x):
+            log.append(len(log))
+            return tf.random.normal([2]) * x
+
+        def step(x):
+            a = tf.random.uniform([2]) * x
+            y = inner(x)
+            v.assign_add(a + y)
+            return tf.reduce_sum(v)
+        return step, {"v": v}
+    under = check(make, [(tf.constant(1.0 + i),) for i in range(5)],
+                  host_ops_allowed=frozenset({"RandomStandardNormal", "Mul", "AddV2"}))
+    assert not under.target.stats()["fallbacks"]
+
+
+def test_random_op_whose_part_takes_no_entry_values_runs_eagerly_and_matches():
+    """The seeds travel with the entry values: a TF part that takes none is refused."""
+    def make(log):
+        tf.random.set_seed(6)
+        v = tf.Variable(tf.zeros([2]))
+
+        def step():
+            v.assign_add(tf.random.normal([2]))
+            return tf.reduce_sum(v)
+        return step, {"v": v}
+    under = check(make, [() for _ in range(4)], graph_calls=0,
+                  host_ops_allowed=frozenset({"RandomStandardNormal", "AssignAddVariableOp",
+                                              "ReadVariableOp", "Sum"}))
+    _refused(under, "called without arguments")
