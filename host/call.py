@@ -21,7 +21,7 @@ from gpe.slicer import recursion
 from gpe.slicer.plan import ChannelKind
 
 from gpe.tfprog.channels import ValueSpec, flatten, matches, spec_of
-from gpe.tfprog.randomness import draw
+from gpe.tfprog.randomness import Collision, draw
 
 
 
@@ -161,7 +161,10 @@ class CallContext:
                     raise EntryGuardFailed(f"{rt.variant.plan.spell(name)}: expected "
                                            f"{constant!r}, got {value!r}", name)
             if rt.seeds:  # as eager's random ops draw them (the call runs sliced now)
-                components.append(draw(rt.seeds))
+                try:
+                    components.append(draw(rt.seeds))
+                except Collision as exc:
+                    raise EntryGuardFailed(str(exc)) from None
         with self.blocking:
             if components is not None:
                 registration.channels[rt.entry].send(components)

@@ -378,3 +378,32 @@ def test_random_op_whose_part_takes_no_entry_values_runs_eagerly_and_matches():
                   host_ops_allowed=frozenset({"RandomStandardNormal", "AssignAddVariableOp",
                                               "ReadVariableOp", "Sum"}))
     _refused(under, "called without arguments")
+
+
+def test_a_seed_pair_drawn_again_runs_that_call_eagerly_continuing_the_kernel():
+    """Eager caches a stateful op's kernel by its seeds: an op whose drawn pair was used
+    before continues that kernel's stream. Such a call runs eagerly, with the pairs drawn."""
+    import copy
+    from tensorflow.python.eager import context
+
+    def program(sliced):
+        tf.random.set_seed(11)
+        v = tf.Variable(tf.zeros([3]))
+
+        def step(x):
+            v.assign_add(tf.random.normal([3]) * x)
+            return tf.reduce_sum(v)
+        fn = gpe.function(step, profile_calls=1) if sliced else step
+        out = [fn(tf.constant(1.0)).numpy() for _ in range(3)]
+        # an eager op with an explicit seed equal to the pair the next call draws
+        upcoming = copy.deepcopy(context.context()._rng).randint(0, 2**31 - 1)  # noqa: SLF001
+        out.append(tf.random.normal([3], seed=upcoming % (2**31 - 1)).numpy())
+        out += [fn(tf.constant(1.0)).numpy() for _ in range(3)]
+        return out, v.numpy(), fn
+    eager, eager_v, _ = program(False)
+    under, under_v, fn = program(True)
+    assert all(np.array_equal(a, b) for a, b in zip(eager, under)), (eager, under)
+    assert np.array_equal(eager_v, under_v)
+    stats = fn.stats()
+    assert stats["graph_calls"] == 4, stats
+    assert any("drawn again" in reason for reason in stats["guard_failures"]), stats

@@ -12,6 +12,9 @@ them bit for bit) reading key and counter from one row of a uint64 [k, 3] tensor
 counter low, counter high) that the call's entry carries (`Recorder.received`); at each
 call the host draws the k rows in trace order (`draw`), as eager's k ops would have.
 A first trace counts the ops; the part is traced again with the seeds only if it has any.
+Eager caches a stateful op's kernel by its seeds, so an op whose drawn pair was used before
+(by any eager random op since the last `tf.random.set_seed`: `_Kernels`) continues that
+kernel's stream: such a call runs eagerly instead, its ops taking the pairs drawn.
 
 Refused (the variant is not built; calls run eagerly), with the user's file and line:
 ops with no twin (multinomial, poisson, parameterized truncated normal), an explicit op
@@ -299,7 +302,6 @@ def _loop_end(plan: SlicePlan, line: int) -> int:
 
 def recording(recorder: Recorder):
     """While the part is traced on this thread, its random ops are made by `recorder`."""
-    _install()
     return _Recording(recorder)
 
 
@@ -328,9 +330,11 @@ def _install() -> None:
     _installed = True
     @functools.wraps(_get_seed)
     def get_seed(op_seed):
+        if context.executing_eagerly():
+            return _eager_seeds(op_seed)
         recorder = getattr(_local, "recorder", None)
-        if recorder is not None and op_seed is None and not context.executing_eagerly():
-            recorder.asked = True
+        if recorder is not None:  # the op made next asked for no seed of its own
+            recorder.asked = op_seed is None
         return _get_seed(op_seed)
     random_seed.get_seed = get_seed
     for name in _TWINS:
@@ -370,11 +374,49 @@ def _stateful(op_type: str) -> bool:
 _MAXINT32 = 2**31 - 1  # random_seed's
 
 
+class Collision(Exception):
+    """A drawn seed pair was used before: eager's op would continue that cached kernel's
+    stream. The call runs eagerly, and its random ops get the pairs drawn (`_replay`)."""
+
+
+class _Kernels:
+    """The seed pairs eager random kernels exist for (eager caches a stateful op's kernel
+    by its attributes: an op run again with a pair used before continues that kernel's
+    stream, not a fresh one). `tf.random.set_seed` clears eager's kernel cache and makes
+    a new RNG: the pairs are forgotten with it."""
+
+    rng = None
+    pairs: set = set()
+    replay: list = []  # pairs the next eager random ops take instead of drawing
+
+    @classmethod
+    def current(cls, ctx) -> set:
+        rng = ctx._rng  # pylint: disable=protected-access
+        if rng is not cls.rng:
+            cls.rng, cls.pairs, cls.replay = rng, set(), []
+        return cls.pairs
+
+
+def _eager_seeds(op_seed):
+    """get_seed for an eager op: a pair left by a collision first, and the pair noted."""
+    ctx = context.context()
+    pairs = _Kernels.current(ctx)
+    if op_seed is None and _Kernels.replay and ctx._seed is not None:  # noqa: SLF001
+        seeds = _Kernels.replay.pop(0)
+        pairs.add(seeds)
+        return seeds
+    seeds = _get_seed(op_seed)
+    if seeds[0] is not None:
+        pairs.add(seeds)
+    return seeds
+
+
 def draw(k: int) -> np.ndarray:
     """The seeds of a call's k random ops, as eager's k ops would draw them, in order:
     rows (key, counter low, counter high) = (global seed, 0, op seed), as `get_seed(None)`
     gives them (inlined: the same draws from the context's RNG, truncated alike), or a
-    fresh random key and counter when no global seed is set (as an unseeded kernel)."""
+    fresh random key and counter when no global seed is set (as an unseeded kernel).
+    Raises Collision where a pair was used before."""
     ctx = context.context()
     seed = ctx._seed  # pylint: disable=protected-access (context.global_seed())
     if seed is None:
@@ -383,9 +425,18 @@ def draw(k: int) -> np.ndarray:
         rows = np.zeros((k, 3), np.uint64)
         rows[:, 0], rows[:, 2] = fresh[:, 0], fresh[:, 1]
         return rows
+    pairs = _Kernels.current(ctx)
     seed %= _MAXINT32
     randint = ctx._rng.randint  # pylint: disable=protected-access (internal_operation_seed)
-    rows = [(seed, 0, randint(0, _MAXINT32) % _MAXINT32) for _ in range(k)]
+    drawn = [(seed, randint(0, _MAXINT32) % _MAXINT32) for _ in range(k)]
     if seed == 0:  # get_seed's (0, 0) -> (0, 2**31 - 1)
-        rows = [(0, 0, s2 or _MAXINT32) for _, _, s2 in rows]
-    return np.array(rows, np.uint64)
+        drawn = [(0, s2 or _MAXINT32) for _, s2 in drawn]
+    if not pairs.isdisjoint(drawn) or len(set(drawn)) < k:
+        _Kernels.replay = drawn
+        raise Collision(f"seed pair {sorted(pairs.intersection(drawn) or drawn)[0]} drawn "
+                        "again: eager continues that random kernel's stream (run eagerly)")
+    pairs.update(drawn)
+    return np.array([(s, 0, s2) for s, s2 in drawn], np.uint64)
+
+
+_install()  # at import: the pairs of eager's random kernels are noted from the start
