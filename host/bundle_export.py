@@ -126,6 +126,8 @@ def _entry_value(sliced, name: str, values: dict) -> Any:
 
 
 def _entry(sliced, plan, variant, specs, values) -> Exported:
+    if variant.part.seeds:  # drawn by the host at each call: not in a bundle's index
+        raise Skipped("it runs legacy random ops (tf.random.normal, ...) with eager's seeds")
     concrete = variant.part.function
     fn = sliced.fn
     modules = _modules(fn, plan, values, sliced.keys.lookup)

@@ -21,6 +21,7 @@ from gpe.slicer import recursion
 from gpe.slicer.plan import ChannelKind
 
 from gpe.tfprog.channels import ValueSpec, flatten, matches, spec_of
+from gpe.tfprog.randomness import Collision, draw
 
 
 
@@ -86,6 +87,7 @@ class Runtime:
         self.waits = variant.part.waits
         self.folded = variant.folded  # [(name, index in the entry values, constant)]
         self.nested = variant.nested  # per nested call site: the callee variant, or None
+        self.seeds = variant.part.seeds  # its legacy random ops' seeds, drawn per call
         # a value that no longer fits a decision channel: can the host take over there?
         # (not where the TF part holds values that are not tensors)
         self.rescuable = plan.rescuable
@@ -158,6 +160,11 @@ class CallContext:
                 if type(value) is not type(constant) or value != constant:
                     raise EntryGuardFailed(f"{rt.variant.plan.spell(name)}: expected "
                                            f"{constant!r}, got {value!r}", name)
+            if rt.seeds:  # as eager's random ops draw them (the call runs sliced now)
+                try:
+                    components.append(draw(rt.seeds))
+                except Collision as exc:
+                    raise EntryGuardFailed(str(exc)) from None
         with self.blocking:
             if components is not None:
                 registration.channels[rt.entry].send(components)

@@ -24,7 +24,7 @@ from gpe.slicer.plan import ChannelKind, SlicePlan
 from gpe.tfprog.channels import ValueSpec, flatten, unflatten
 from gpe.tfprog.exact import exact_arithmetic
 from gpe.tfprog.hostvalue import HostValue, Speculated, python_leaf_spec
-from gpe.tfprog import asserts
+from gpe.tfprog import asserts, randomness
 from gpe.tfprog.failing import can_fail
 
 _RESOURCE = tf.TensorSpec([], tf.resource)
@@ -48,6 +48,7 @@ class Part:
     # per nested call site: the callee's Part this part runs there (its channels' queues
     # are passed after this part's own), or None
     nested: list = dataclasses.field(default_factory=list)
+    seeds: int = 0  # legacy random ops: rows of seeds its entry carries (randomness.py)
 
     @property
     def function_name(self) -> str:
@@ -60,17 +61,20 @@ class Part:
         if kind == ChannelKind.RESCUE and self.specs[index] is None:
             return [tf.bool]  # no rescue possible there (never used)
         flag = [tf.bool] if kind in (ChannelKind.BARRIER, ChannelKind.CHECK) else []
-        return flag + [s.dtype for s in self.specs[index]]
+        seeds = [tf.uint64] if kind == ChannelKind.ENTRY and self.seeds else []
+        return flag + [s.dtype for s in self.specs[index]] + seeds
 
 
 class _TraceRuntime:
     """What the TF program calls as `_gpe_rt` while it is traced."""
 
     def __init__(self, plan: SlicePlan, specs: dict[int, list[ValueSpec]],
-                 layouts: dict[int, list], folded: dict[int, Any], nested: list):
+                 layouts: dict[int, list], folded: dict[int, Any], nested: list,
+                 seeds: int | None = None):
         self.plan, self.specs, self.layouts, self.folded = plan, specs, layouts, folded
         self.nested = nested
         self.uid = next(_part_ids)
+        self.random = randomness.Recorder(plan, self.uid, seeds)
         self.callees: dict = {}
         self.waits: set[int] = set()
         self.unchecked: list = []  # ops that can fail at run time, not yet waited for
@@ -106,7 +110,8 @@ class _TraceRuntime:
     def entry(self, queues, index):
         """The values sent when the call starts; a Python number the profile calls always
         saw the same is used as that constant instead (the host guards its value)."""
-        leaves = self._receive(queues[index], self.specs[index], [])
+        leaves = self._receive(queues[index], self.specs[index] + self.random.specs, [])
+        self.random.received(leaves)
         for position, value in self.folded.items():
             leaves[position] = value
         return unflatten(self.layouts[index], leaves)
@@ -129,7 +134,8 @@ class _TraceRuntime:
         if rescue is not None:
             otherwise = self._rescue(queues[rescue], rescue, live, flag, stop)
         with tf.control_dependencies(_stateful_ops() + outer):
-            return tf.cond(tf.equal(flag, 1), lambda: segment(*values), otherwise)
+            return tf.cond(tf.equal(flag, 1), self.random.onward(
+                lambda: segment(*values), not self.specs[index]), otherwise)
 
     def gate_in_with(self, queues, index, segment: Callable):
         """A gate inside a `with` block (a GradientTape): wait for the host; the rest of the
@@ -154,12 +160,14 @@ class _TraceRuntime:
                 lambda t: tf.zeros([0 if d is None else d for d in t.shape], t.dtype),
                 traced[0])
         with tf.control_dependencies(_stateful_ops() + outer):
-            return tf.cond(tf.equal(flag, 1), go_on, cancelled)
+            return tf.cond(tf.equal(flag, 1), self.random.onward(go_on, not self.specs[index]),
+                           cancelled)
 
     def resume(self, index, segment: Callable, carried: tuple):
         """After a `with` block that held the gate on channel `index`: the rest of the
         block runs only if the host said go on there."""
-        return tf.cond(tf.equal(self.flags[index], 1), segment,
+        return tf.cond(tf.equal(self.flags[index], 1),
+                       self.random.onward(segment, not self.specs[index]),
                        lambda: self.end(carried, False))
 
     def _rescue(self, queue, index, live: tuple, flag, stop: Callable) -> Callable:
@@ -243,7 +251,7 @@ class _TraceRuntime:
         """Run the rest of a block after a loop or `if` unless the host cancelled inside."""
         if _always(alive):
             return rest()
-        return tf.cond(alive, rest, lambda: self.end(carried, False))
+        return tf.cond(alive, self.random.onward(rest, True), lambda: self.end(carried, False))
 
     @staticmethod
     def rows(tensor):
@@ -319,10 +327,7 @@ class _TraceRuntime:
         are tensors: the number's Python conversions would be lost)."""
         if any(isinstance(a, HostValue) for a in args):
             return _plain(fn)(*args)
-        wrapped = self.callees.get(fn)
-        if wrapped is None:
-            wrapped = self.callees[fn] = tf.function(_plain(fn), autograph=False)
-        return wrapped(*args)
+        return self.random.call(self.callees, fn, _plain, args)
 
     @staticmethod
     def unrolled(fn, *args):
@@ -392,25 +397,42 @@ def build_part(plan: SlicePlan, tf_factory: Callable[..., Callable], bound: dict
                folded: dict[int, Any] | None = None, nested: list | None = None) -> Part:
     """Trace the TF program. `tf_factory(runtime, bound)` returns the `_gpe_tf` function.
     folded: entry leaf position -> the Python number the TF part uses there."""
-    specs = dict(specs)
     folded, nested = dict(folded or {}), list(nested or [])
-    runtime = _TraceRuntime(plan, specs, layouts, folded, nested)
+    runtime = _trace(plan, tf_factory, bound, specs, layouts, folded, nested, None)
+    seeds = runtime.random.count
+    if seeds:  # traced again, its random ops reading the seeds its entry carries
+        runtime = _trace(plan, tf_factory, bound, specs, layouts, folded, nested, seeds)
+    return Part(plan=plan, function=runtime.concrete, specs=runtime.specs, layouts=layouts,
+                waits=frozenset(runtime.waits), uid=runtime.uid, folded=folded, nested=nested,
+                seeds=seeds)
+
+
+def _trace(plan, tf_factory, bound, specs, layouts, folded, nested, seeds) -> _TraceRuntime:
+    runtime = _TraceRuntime(plan, dict(specs), layouts, folded, nested, seeds)
     program = tf_factory(runtime, bound)
 
     def traced(*queues):
+        runtime.random.graph = tf.compat.v1.get_default_graph()
         return program(queues)
 
     traced.__name__ = f"gpe_{plan.name}"
     signature = [_RESOURCE] * (len(plan.channels) + sum(
         len(p.plan.channels) for p in nested if p is not None))
     try:
-        with exact_arithmetic(), asserts.intercept(runtime.uid):  # eager's assert messages
-            concrete = tf.function(traced, input_signature=signature,
-                                   autograph=False).get_concrete_function()
+        with exact_arithmetic(), asserts.intercept(runtime.uid), \
+                randomness.recording(runtime.random):  # eager's assert messages, seeds
+            runtime.concrete = tf.function(traced, input_signature=signature,
+                                           autograph=False).get_concrete_function()
+        runtime.random.finish()
+        leftover = randomness.leftover(runtime.concrete.graph)
     except PartError:
         raise
+    except randomness.Refused as exc:
+        raise PartError(str(exc)) from None
     except Exception as exc:  # tracing user code can raise anything
         raise PartError(f"tracing the TF part failed: {type(exc).__name__}: "
                         f"{plan.user_terms(str(exc))}") from exc
-    return Part(plan=plan, function=concrete, specs=specs, layouts=layouts,
-                waits=frozenset(runtime.waits), uid=runtime.uid, folded=folded, nested=nested)
+    if leftover is not None:
+        raise PartError(f"the TF part has a {leftover} op (a stateful random op that a graph "
+                        "cannot run as eagerly)")
+    return runtime
