@@ -1,12 +1,12 @@
-"""Data-parallel training under tf.distribute's MirroredStrategy over 2 logical CPU devices,
-as the TF tutorials ("Custom training with tf.distribute.Strategy") write it: batches from
+"""Data-parallel training under tf.distribute's MirroredStrategy over 2 logical CPU devices
+(or MultiWorkerMirroredStrategy on 2 local worker processes), as the TF tutorials ("Custom training with tf.distribute.Strategy") write it: batches from
 `strategy.experimental_distribute_dataset`, a per-replica step with
 `tf.nn.compute_average_loss` and a Keras optimizer, and a distributed step that calls
 `strategy.run(step, args=(batch,))` and `strategy.reduce`.
 
     python examples/distributed.py [--program vars|keras|subclassed] [--steps N]
                                    [--mode eager|tf.function|gpe] [--wrap dist|replica]
-                                   [--json FILE]
+                                   [--strategy mirrored|multiworker] [--json FILE]
 
 Programs: `vars` (two variables, SGD), `keras` (a Sequential MLP, Adam), `subclassed` (a
 subclassed keras.Model with its own distributed step method, SGD with momentum).
@@ -14,7 +14,9 @@ subclassed keras.Model with its own distributed step method, SGD with momentum).
 the per-replica step) with tf.function or gpe.function; `gpe run examples/distributed.py`
 runs it unmodified. Prints the losses and final weights (and gpe's stats); `--json`
 writes them with the time per step (median of the steps after the first 10, the graph
-waited for at each timing point).
+waited for at each timing point). `--strategy multiworker` launches 2 local workers (one
+process each, with its TF_CONFIG on free ports; each a replica on its CPU), waits for them
+(bounded, killed past it) and reports worker 0's result and whether the workers agree.
 """
 from __future__ import annotations
 
@@ -22,6 +24,9 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -29,7 +34,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-REPLICAS = 2
+REPLICAS = 2  # logical CPUs (MirroredStrategy) or local workers (MultiWorkerMirroredStrategy)
 GLOBAL_BATCH, FEATURES, HIDDEN = 16, 8, 32
 WARMUP = 10
 
@@ -40,6 +45,17 @@ def logical_cpus(n: int = REPLICAS) -> list[str]:
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * n)
     return [f"/cpu:{i}" for i in range(n)]
+
+
+def make_strategy(kind: str):
+    if kind == "multiworker":  # a worker: TF_CONFIG in its environment
+        options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=120)
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    if kind == "onedevice":
+        return tf.distribute.OneDeviceStrategy("/cpu:0")
+    if kind == "default":  # no strategy: the default strategy's run and reduce
+        return tf.distribute.get_strategy()
+    return tf.distribute.MirroredStrategy(logical_cpus())
 
 
 def dataset(strategy, steps: int):
@@ -172,18 +188,13 @@ def train(program, batches) -> tuple[list, list[float]]:
     return [float(v) for v in losses], times
 
 
-def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--program", choices=sorted(PROGRAMS), default="vars")
-    parser.add_argument("--mode", choices=["eager", "tf.function", "gpe"], default="eager")
-    parser.add_argument("--wrap", choices=["dist", "replica"], default="dist")
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--json")
-    args = parser.parse_args(argv)
-    strategy = tf.distribute.MirroredStrategy(logical_cpus())
+def run_program(args) -> dict:
+    """Train one program in this process (a worker of a multi-worker run included)."""
+    strategy = make_strategy(args.strategy)
     program = PROGRAMS[args.program](strategy)
     wrapped = wrap(program, args.mode, args.wrap)
-    result = {"program": args.program, "mode": args.mode, "wrap": args.wrap}
+    result = {"program": args.program, "mode": args.mode, "wrap": args.wrap,
+              "strategy": args.strategy}
     try:
         losses, times = train(program, dataset(strategy, args.steps))
         result.update(losses=losses, ms=1e3 * statistics.median(times) if times else None,
@@ -193,14 +204,79 @@ def main(argv=None) -> dict:
     if wrapped is not None and hasattr(wrapped, "stats"):
         stats = wrapped.stats()
         result["stats"] = {k: stats[k] for k in ("calls", "graph_calls", "eager_calls",
-                                                 "fallbacks", "guard_failures")}
+                                                 "profile_calls", "fallbacks",
+                                                 "guard_failures")}
+    return result
+
+
+def launch_workers(argv: list[str], timeout: float) -> dict:
+    """Run this script on REPLICAS local workers (TF_CONFIG each, free ports) to their end,
+    bounded by `timeout` (then killed); worker 0's result with `agree` (every worker ended
+    at the same losses and weights) and any worker's error."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from multiworker import free_ports
+
+    cluster = {"worker": [f"localhost:{p}" for p in free_ports(REPLICAS)]}
+    tmp = tempfile.mkdtemp(prefix="gpe-distributed-")
+    procs, outs = [], []
+    for i in range(REPLICAS):
+        outs.append(os.path.join(tmp, f"worker{i}.json"))
+        env = dict(os.environ, TF_CONFIG=json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": i}}))
+        procs.append(subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), *argv, "--json", outs[-1]],
+            env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    deadline, results = time.monotonic() + timeout, []
+    for proc, out in zip(procs, outs):
+        try:
+            _, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            proc.communicate()
+            results.append({"error": "worker did not end in time (killed)"})
+            continue
+        if proc.returncode != 0 or not os.path.exists(out):
+            results.append({"error": f"worker exit {proc.returncode}: {err[-300:]}"})
+            continue
+        with open(out) as f:
+            results.append(json.load(f))
+    result = dict(results[0], workers=len(results))
+    errors = [r["error"] for r in results if "error" in r]
+    if errors and "error" not in result:
+        result["error"] = errors[0]
+    result["agree"] = not errors and all(
+        r["losses"] == results[0]["losses"] and r["weights"] == results[0]["weights"]
+        for r in results)
+    return result
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--program", choices=sorted(PROGRAMS), default="vars")
+    parser.add_argument("--mode", choices=["eager", "tf.function", "gpe"], default="eager")
+    parser.add_argument("--wrap", choices=["dist", "replica"], default="dist")
+    parser.add_argument("--strategy", choices=["mirrored", "multiworker", "onedevice", "default"], default="mirrored")
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--timeout", type=float, default=600,
+                        help="multiworker: seconds the workers may take, then killed")
+    parser.add_argument("--json")
+    args = parser.parse_args(argv)
+    if args.strategy == "multiworker" and "TF_CONFIG" not in os.environ:
+        argv = [a for a in (sys.argv[1:] if argv is None else argv)]
+        if "--json" in argv:
+            del argv[argv.index("--json"):argv.index("--json") + 2]
+        result = launch_workers(argv, args.timeout)
+    else:
+        result = run_program(args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f)
     print("losses", [round(v, 6) for v in result.get("losses", [])])
     print("error" if "error" in result else "ms/step", result.get("error", result.get("ms")))
-    if "stats" in result:
-        print("stats", result["stats"])
+    for key in ("stats", "agree"):
+        if key in result:
+            print(key, result[key])
     return result
 
 

@@ -1,14 +1,20 @@
-"""Eager, tf.function and gpe side by side on examples/distributed.py's programs
-(MirroredStrategy over 2 logical CPUs), each run in its own process:
+"""Eager, tf.function and gpe side by side on examples/distributed.py's programs, under
+MirroredStrategy over 2 logical CPUs and MultiWorkerMirroredStrategy on 2 local workers
+(launched by distributed.py, one process each), with the distributed step decorated
+(`dist`: the function that calls strategy.run and strategy.reduce) and with the
+per-replica step decorated (`replica`: plain `strategy.run(step, ...)` in the loop). Each
+run in its own process(es); one command makes the whole table:
 
     python examples/distributed_bench.py [--programs vars,keras,subclassed] [--steps N]
-                                         [--repeats R] [--wrap dist|replica]
+                                         [--repeats R] [--wrap dist,replica]
+                                         [--strategy mirrored,multiworker]
 
-Prints, per program and mode, ms per step (median over the runs of each run's median),
-whether losses and final weights equal eager's, and the fraction of gpe's calls that ran
-sliced. tf.function's error is shown where it fails. `--wrap dist` wraps the distributed
-step (the function that calls strategy.run and strategy.reduce); `--wrap replica` the
-per-replica step only, called by plain `strategy.run(step, ...)` in the loop.
+Prints, per row, ms per step for each mode (median over the runs of each run's median),
+whether gpe's (and tf.function's) losses and final weights equal eager's, the fraction of
+gpe's steady-state calls (after its profile calls) that ran sliced, gpe's speed relative
+to eager and tf.function, and whether the row meets issue 16's targets (identical, >= 90%
+sliced, >= 0.9x tf.function where tf.function is correct). tf.function's error is shown
+where it fails; under multiworker, "workers disagree" where the workers' results differ.
 """
 from __future__ import annotations
 
@@ -24,34 +30,66 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = ("eager", "tf.function", "gpe")
 
 
-def run(program: str, mode: str, steps: int, out: str, wrap: str = "dist") -> dict:
+def run(program: str, mode: str, steps: int, out: str, wrap: str = "dist",
+        strategy: str = "mirrored") -> dict:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    subprocess.run([sys.executable, os.path.join(HERE, "distributed.py"), "--program",
-                    program, "--mode", mode, "--steps", str(steps), "--json", out, "--wrap", wrap],
-                   cwd=tempfile.gettempdir(), capture_output=True, timeout=600, env=env)
-    with open(out) as f:
-        return json.load(f)
+    cmd = [sys.executable, os.path.join(HERE, "distributed.py"), "--program", program,
+           "--mode", mode, "--steps", str(steps), "--json", out, "--wrap", wrap,
+           "--strategy", strategy, "--timeout", "500"]
+    try:
+        subprocess.run(cmd, cwd=tempfile.gettempdir(), capture_output=True, timeout=600,
+                       env=env)
+        with open(out) as f:
+            return json.load(f)
+    except (subprocess.TimeoutExpired, OSError, ValueError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def row(program: str, runs: dict[str, list[dict]]) -> str:
+def same(a: dict, b: dict) -> bool:
+    return a.get("losses") == b.get("losses") and a.get("weights") == b.get("weights")
+
+
+def row(label: list[str], runs: dict[str, list[dict]]) -> str:
     eager = runs["eager"][0]
-    cells, times = [program], {}
+    cells, times, correct = list(label), {}, {}
     for mode in MODES:
         first = runs[mode][0]
         if "error" in first:
             cells.append(f"fails ({first['error'][:40]})")
             continue
         ms = times[mode] = statistics.median(r["ms"] for r in runs[mode])
-        match = "" if mode == "eager" else (
-            " identical" if first["losses"] == eager["losses"]
-            and first["weights"] == eager["weights"] else " DIFFERENT")
-        stats = first.get("stats")
-        sliced = f" sliced {stats['graph_calls']}/{stats['calls']}" if stats else ""
-        cells.append(f"{ms:.1f}{match}{sliced}")
+        correct[mode] = mode == "eager" or same(first, eager)
+        note = "" if mode == "eager" else (" identical" if correct[mode] else " DIFFERENT")
+        if first.get("agree") is False:
+            note += " workers disagree"
+            correct[mode] = False
+        cells.append(f"{ms:.1f}{note}")
+    stats = runs["gpe"][0].get("stats")
+    fraction = None
+    if stats:
+        steady = stats["calls"] - stats["profile_calls"]
+        fraction = stats["graph_calls"] / steady if steady > 0 else 0.0
+        cells.append(f"{stats['graph_calls']}/{steady}")
+    else:
+        cells.append("-")
+    ratios = {}
     for base in ("eager", "tf.function"):  # speed of gpe relative to each (x faster)
         ok = base in times and "gpe" in times
-        cells.append(f"{times[base] / times['gpe']:.2f}x" if ok else "-")
+        ratios[base] = times[base] / times["gpe"] if ok else None
+        cells.append(f"{ratios[base]:.2f}x" if ok else "-")
+    cells.append(verdict(correct, fraction, ratios["tf.function"]))
     return "| " + " | ".join(cells) + " |"
+
+
+def verdict(correct: dict, fraction, vs_tf) -> str:
+    misses = []
+    if not correct.get("gpe"):
+        misses.append("not identical")
+    if fraction is None or fraction < 0.9:
+        misses.append("< 90% sliced")
+    if correct.get("tf.function") and (vs_tf is None or vs_tf < 0.9):
+        misses.append("< 0.9x tf.function")
+    return "yes" if not misses else "NO: " + ", ".join(misses)
 
 
 def main() -> None:
@@ -59,19 +97,24 @@ def main() -> None:
     parser.add_argument("--programs", default="vars,keras,subclassed")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--wrap", choices=["dist", "replica"], default="dist")
+    parser.add_argument("--wrap", default="dist,replica")
+    parser.add_argument("--strategy", default="mirrored,multiworker")
     args = parser.parse_args()
-    print(f"| program (MirroredStrategy, 2 CPUs, --wrap {args.wrap}) | eager ms | "
-          "tf.function ms | gpe ms | gpe vs eager | gpe vs tf.function |")
-    print("|---|---|---|---|---|---|")
+    print("| strategy | decorated | program | eager ms | tf.function ms | gpe ms | "
+          "gpe sliced (steady) | gpe vs eager | gpe vs tf.function | targets met |")
+    print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        for program in args.programs.split(","):
-            runs = {m: [] for m in MODES}
-            for i in range(args.repeats):
-                for mode in MODES:
-                    out = os.path.join(tmp, f"{program}-{mode}-{i}.json")
-                    runs[mode].append(run(program, mode, args.steps, out, args.wrap))
-            print(row(program, runs), flush=True)
+        for strategy in args.strategy.split(","):
+            for wrap in args.wrap.split(","):
+                for program in args.programs.split(","):
+                    runs = {m: [] for m in MODES}
+                    for i in range(args.repeats):
+                        for mode in MODES:
+                            out = os.path.join(
+                                tmp, f"{strategy}-{wrap}-{program}-{mode}-{i}.json")
+                            runs[mode].append(run(program, mode, args.steps, out, wrap,
+                                                  strategy))
+                    print(row([strategy, wrap, program], runs), flush=True)
 
 
 if __name__ == "__main__":
