@@ -41,6 +41,22 @@ for name in ("keras", "vars"):
     for mode in ("eager", "gpe"):
         out[name, mode] = run(name, mode)
 
+# OneDeviceStrategy and the default strategy (no strategy): both patterns decorated
+def run_on(kind, name, mode, which, steps=12):
+    s = d.make_strategy(kind)
+    program = d.PROGRAMS[name](s)
+    wrapped = d.wrap(program, mode, which)
+    losses, _ = d.train(program, d.dataset(s, steps))
+    result = {"losses": losses, "weights": [v.numpy().tolist() for v in program.weights()]}
+    if wrapped is not None:
+        result["stats"] = wrapped.stats()
+    return result
+
+for kind in ("onedevice", "default"):
+    out[kind, "eager"] = run_on(kind, "keras", "eager", "dist")
+    for which in ("dist", "replica"):
+        out[kind, which] = run_on(kind, "keras", "gpe", which)
+
 # a step with host work: a print per replica (here with the loss, read back)
 with strategy.scope():
     v = tf.Variable(tf.ones([2]))
@@ -179,6 +195,22 @@ def test_replica_step_matches_eager_and_slices(out, name):
     assert stats["fallbacks"] == {}, stats
     # one TF part per strategy.run: every replica's step (the optimizer's all-reduce) in it
     assert len(sliced["tf_source"]) == 1 and ".run(" in sliced["tf_source"][0]
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize("kind", ["onedevice", "default"])
+@pytest.mark.parametrize("which", ["dist", "replica"])
+def test_one_device_and_default_strategy_steps_slice(out, kind, which):
+    """OneDeviceStrategy calls the step in its replica context (a sliced call there ran
+    eagerly): strategy.run(sliced step) runs the replicated sliced call; the default
+    strategy's run is a plain call. Both patterns equal eager and run sliced."""
+    eager, sliced = out[kind, "eager"], out[kind, which]
+    assert _same(eager["losses"], sliced["losses"])
+    assert _same(eager["weights"], sliced["weights"])
+    assert len(set(eager["losses"])) == len(eager["losses"])
+    stats = sliced["stats"]
+    assert stats["calls"] == 12 and stats["graph_calls"] == 12 - stats["profile_calls"], stats
+    assert stats["profile_calls"] <= 3 and stats["fallbacks"] == {}, stats
 
 
 @pytest.mark.timeout(420)
