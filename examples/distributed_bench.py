@@ -2,8 +2,10 @@
 MirroredStrategy over 2 logical CPUs and MultiWorkerMirroredStrategy on 2 local workers
 (launched by distributed.py, one process each), with the distributed step decorated
 (`dist`: the function that calls strategy.run and strategy.reduce) and with the
-per-replica step decorated (`replica`: plain `strategy.run(step, ...)` in the loop). Each
-run in its own process(es); one command makes the whole table:
+per-replica step decorated (`replica`: plain `strategy.run(step, ...)` in the loop). The
+three modes of a row run in one process (one per worker), taking turns step by step
+(`distributed.py --mode all`), so that their times are taken under the same load; one
+command makes the whole table:
 
     python examples/distributed_bench.py [--programs vars,keras,subclassed] [--steps N]
                                          [--repeats R] [--wrap dist,replica]
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -30,19 +33,29 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = ("eager", "tf.function", "gpe")
 
 
-def run(program: str, mode: str, steps: int, out: str, wrap: str = "dist",
-        strategy: str = "mirrored") -> dict:
+def run(program: str, steps: int, out: str, wrap: str, strategy: str) -> dict:
+    """One run of the three modes side by side (`distributed.py --mode all`: one process,
+    or one per worker): {mode: result}. Its own process group, killed past the limit."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     cmd = [sys.executable, os.path.join(HERE, "distributed.py"), "--program", program,
-           "--mode", mode, "--steps", str(steps), "--json", out, "--wrap", wrap,
+           "--mode", "all", "--steps", str(steps), "--json", out, "--wrap", wrap,
            "--strategy", strategy, "--timeout", "500"]
+    proc = subprocess.Popen(cmd, cwd=tempfile.gettempdir(), env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        subprocess.run(cmd, cwd=tempfile.gettempdir(), capture_output=True, timeout=600,
-                       env=env)
+        _, err = proc.communicate(timeout=600)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return {mode: {"error": "did not end in time (killed)"} for mode in MODES}
+    try:
         with open(out) as f:
-            return json.load(f)
-    except (subprocess.TimeoutExpired, OSError, ValueError) as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"}
+            result = json.load(f)
+    except (OSError, ValueError):
+        return {mode: {"error": f"exit {proc.returncode}: {err[-200:]}"} for mode in MODES}
+    if "modes" not in result:  # a worker failed before it could report
+        return {mode: result for mode in MODES}
+    return result["modes"]
 
 
 def same(a: dict, b: dict) -> bool:
@@ -57,7 +70,7 @@ def row(label: list[str], runs: dict[str, list[dict]]) -> str:
         if "error" in first:
             cells.append(f"fails ({first['error'][:40]})")
             continue
-        ms = times[mode] = statistics.median(r["ms"] for r in runs[mode])
+        ms = times[mode] = statistics.median(r["ms"] for r in runs[mode] if "ms" in r)
         correct[mode] = mode == "eager" or same(first, eager)
         note = "" if mode == "eager" else (" identical" if correct[mode] else " DIFFERENT")
         if first.get("agree") is False:
@@ -109,11 +122,10 @@ def main() -> None:
                 for program in args.programs.split(","):
                     runs = {m: [] for m in MODES}
                     for i in range(args.repeats):
-                        for mode in MODES:
-                            out = os.path.join(
-                                tmp, f"{strategy}-{wrap}-{program}-{mode}-{i}.json")
-                            runs[mode].append(run(program, mode, args.steps, out, wrap,
-                                                  strategy))
+                        out = os.path.join(tmp, f"{strategy}-{wrap}-{program}-{i}.json")
+                        for mode, result in run(program, args.steps, out, wrap,
+                                                strategy).items():
+                            runs[mode].append(result)
                     print(row([strategy, wrap, program], runs), flush=True)
 
 
