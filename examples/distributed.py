@@ -1,23 +1,26 @@
 """Data-parallel training under tf.distribute's MirroredStrategy over 2 logical CPU devices
-(or MultiWorkerMirroredStrategy on 2 local worker processes), as the TF tutorials ("Custom training with tf.distribute.Strategy") write it: batches from
-`strategy.experimental_distribute_dataset`, a per-replica step with
+(or MultiWorkerMirroredStrategy on 2 local worker processes, OneDeviceStrategy, the
+default strategy), as the TF tutorials ("Custom training with tf.distribute.Strategy")
+write it: batches from `strategy.experimental_distribute_dataset`, a per-replica step with
 `tf.nn.compute_average_loss` and a Keras optimizer, and a distributed step that calls
 `strategy.run(step, args=(batch,))` and `strategy.reduce`.
 
     python examples/distributed.py [--program vars|keras|subclassed] [--steps N]
                                    [--mode eager|tf.function|gpe|all] [--wrap dist|replica]
-                                   [--strategy mirrored|multiworker] [--json FILE]
+                                   [--strategy mirrored|multiworker|onedevice|default]
+                                   [--json FILE]
 
 Programs: `vars` (two variables, SGD), `keras` (a Sequential MLP, Adam), `subclassed` (a
 subclassed keras.Model with its own distributed step method, SGD with momentum).
 `--mode` wraps the step (`--wrap dist`: the function that calls strategy.run; `replica`:
 the per-replica step) with tf.function or gpe.function; `gpe run examples/distributed.py`
-runs it unmodified; `--mode all` trains one program per mode in one process, taking turns
-step by step, so that the three are timed under the same load. Prints the losses and final weights (and gpe's stats); `--json`
-writes them with the time per step (median of the steps after the first 10, the graph
-waited for at each timing point). `--strategy multiworker` launches 2 local workers (one
-process each, with its TF_CONFIG on free ports; each a replica on its CPU), waits for them
-(bounded, killed past it) and reports worker 0's result and whether the workers agree.
+runs it unmodified; `--mode all` (or a comma-separated list) trains one program per mode
+in one process, taking turns step by step, so that they are timed under the same load.
+Prints the losses and final weights (and gpe's stats); `--json` writes them with the time
+per step (median of the steps after the first 10, the graph waited for at each timing
+point). `--strategy multiworker` launches 2 local workers (one process each, with its
+TF_CONFIG on free ports; each a replica on its CPU), waits for them (bounded, killed past
+it) and reports worker 0's result and whether the workers agree.
 """
 from __future__ import annotations
 
