@@ -306,7 +306,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--mode", default="eager", help="eager, tf.function, gpe, several "
                         "(comma-separated) or all: each in turn, step by step, one process")
     parser.add_argument("--wrap", choices=["dist", "replica"], default="dist")
-    parser.add_argument("--strategy", choices=["mirrored", "multiworker", "onedevice", "default"], default="mirrored")
+    parser.add_argument("--strategy", default="mirrored",
+                        choices=["mirrored", "multiworker", "onedevice", "default"])
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--timeout", type=float, default=600,
                         help="multiworker: seconds the workers may take, then killed")
