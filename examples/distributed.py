@@ -195,14 +195,16 @@ def train(program, batches) -> tuple[list, list[float]]:
 
 def side_by_side(programs: dict, strategy, steps: int) -> dict:
     """Train every mode's program in turn, step by step (step i of each before step i+1
-    of any), so that their times are taken under the same load: per mode, its losses and
-    per-step times (after the warm-up, each ending with the loss read back), or the error
-    that stopped it (tf.function fails on some)."""
+    of any, the order rotated at each step, the same on every worker), so that their times
+    are taken under the same load: per mode, its losses and per-step times (after the
+    warm-up, each ending with the loss read back), or the error that stopped it
+    (tf.function fails on some)."""
     batches = {mode: iter(dataset(strategy, steps)) for mode in programs}
     runs = {mode: {"losses": [], "times": []} for mode in programs}
+    order = list(programs)
     for i in range(steps):
-        for mode, program in programs.items():
-            run = runs[mode]
+        for mode in order[i % len(order):] + order[:i % len(order)]:  # no mode always first
+            program, run = programs[mode], runs[mode]
             if "error" in run:
                 continue
             try:
