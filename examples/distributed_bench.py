@@ -15,8 +15,9 @@ Prints, per row, ms per step for each mode (median over the runs of each run's m
 whether gpe's (and tf.function's) losses and final weights equal eager's, the fraction of
 gpe's steady-state calls (after its profile calls) that ran sliced, gpe's speed relative
 to eager and tf.function, and whether the row meets issue 16's targets (identical, >= 90%
-sliced, >= 0.9x tf.function where tf.function is correct). tf.function's error is shown
-where it fails; under multiworker, "workers disagree" where the workers' results differ.
+sliced, >= 0.9x tf.function where tf.function is correct: equal to eager, or within
+1e-5, "differs by"). tf.function's error is shown where it fails; under multiworker,
+"workers disagree" where the workers' results differ.
 """
 from __future__ import annotations
 
@@ -62,6 +63,13 @@ def same(a: dict, b: dict) -> bool:
     return a.get("losses") == b.get("losses") and a.get("weights") == b.get("weights")
 
 
+def difference(a: dict, b: dict) -> float:
+    """The largest absolute difference between two runs' losses and final weights."""
+    import numpy as np
+    pairs = [(a["losses"], b["losses"]), *zip(a["weights"], b["weights"])]
+    return max(float(np.max(np.abs(np.subtract(x, y)))) for x, y in pairs)
+
+
 def row(label: list[str], runs: dict[str, list[dict]]) -> str:
     eager = runs["eager"][0]
     cells, times, correct = list(label), {}, {}
@@ -73,6 +81,10 @@ def row(label: list[str], runs: dict[str, list[dict]]) -> str:
         ms = times[mode] = statistics.median(r["ms"] for r in runs[mode] if "ms" in r)
         correct[mode] = mode == "eager" or same(first, eager)
         note = "" if mode == "eager" else (" identical" if correct[mode] else " DIFFERENT")
+        if mode == "tf.function" and not correct[mode]:  # rounding (graph rewrites)?
+            diff = difference(first, eager)
+            correct[mode] = diff <= 1e-5
+            note = f" differs by {diff:.0e}" if correct[mode] else note
         if first.get("agree") is False:
             note += " workers disagree"
             correct[mode] = False
@@ -95,6 +107,9 @@ def row(label: list[str], runs: dict[str, list[dict]]) -> str:
 
 
 def verdict(correct: dict, fraction, vs_tf) -> str:
+    """Issue 16's targets: gpe identical to eager, >= 90% of its steady-state calls
+    sliced, >= 0.9x tf.function's speed where tf.function ran and is correct (equal to
+    eager, or within float rounding: 1e-5)."""
     misses = []
     if not correct.get("gpe"):
         misses.append("not identical")
