@@ -1,20 +1,26 @@
-"""Data-parallel training under tf.distribute's MirroredStrategy over 2 logical CPU devices,
-as the TF tutorials ("Custom training with tf.distribute.Strategy") write it: batches from
-`strategy.experimental_distribute_dataset`, a per-replica step with
+"""Data-parallel training under tf.distribute's MirroredStrategy over 2 logical CPU devices
+(or MultiWorkerMirroredStrategy on 2 local worker processes, OneDeviceStrategy, the
+default strategy), as the TF tutorials ("Custom training with tf.distribute.Strategy")
+write it: batches from `strategy.experimental_distribute_dataset`, a per-replica step with
 `tf.nn.compute_average_loss` and a Keras optimizer, and a distributed step that calls
 `strategy.run(step, args=(batch,))` and `strategy.reduce`.
 
     python examples/distributed.py [--program vars|keras|subclassed] [--steps N]
-                                   [--mode eager|tf.function|gpe] [--wrap dist|replica]
+                                   [--mode eager|tf.function|gpe|all] [--wrap dist|replica]
+                                   [--strategy mirrored|multiworker|onedevice|default]
                                    [--json FILE]
 
 Programs: `vars` (two variables, SGD), `keras` (a Sequential MLP, Adam), `subclassed` (a
 subclassed keras.Model with its own distributed step method, SGD with momentum).
 `--mode` wraps the step (`--wrap dist`: the function that calls strategy.run; `replica`:
 the per-replica step) with tf.function or gpe.function; `gpe run examples/distributed.py`
-runs it unmodified. Prints the losses and final weights (and gpe's stats); `--json`
-writes them with the time per step (median of the steps after the first 10, the graph
-waited for at each timing point).
+runs it unmodified; `--mode all` (or a comma-separated list) trains one program per mode
+in one process, taking turns step by step, so that they are timed under the same load.
+Prints the losses and final weights (and gpe's stats); `--json` writes them with the time
+per step (median of the steps after the first 10, the graph waited for at each timing
+point). `--strategy multiworker` launches 2 local workers (one process each, with its
+TF_CONFIG on free ports; each a replica on its CPU), waits for them (bounded, killed past
+it) and reports worker 0's result and whether the workers agree.
 """
 from __future__ import annotations
 
@@ -22,6 +28,9 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -29,9 +38,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-REPLICAS = 2
+REPLICAS = 2  # logical CPUs (MirroredStrategy) or local workers (MultiWorkerMirroredStrategy)
 GLOBAL_BATCH, FEATURES, HIDDEN = 16, 8, 32
 WARMUP = 10
+MODES = ("eager", "tf.function", "gpe")
 
 
 def logical_cpus(n: int = REPLICAS) -> list[str]:
@@ -40,6 +50,17 @@ def logical_cpus(n: int = REPLICAS) -> list[str]:
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * n)
     return [f"/cpu:{i}" for i in range(n)]
+
+
+def make_strategy(kind: str):
+    if kind == "multiworker":  # a worker: TF_CONFIG in its environment
+        options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=120)
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    if kind == "onedevice":
+        return tf.distribute.OneDeviceStrategy("/cpu:0")
+    if kind == "default":  # no strategy: the default strategy's run and reduce
+        return tf.distribute.get_strategy()
+    return tf.distribute.MirroredStrategy(logical_cpus())
 
 
 def dataset(strategy, steps: int):
@@ -172,35 +193,144 @@ def train(program, batches) -> tuple[list, list[float]]:
     return [float(v) for v in losses], times
 
 
+def side_by_side(programs: dict, strategy, steps: int) -> dict:
+    """Train every mode's program in turn, step by step (step i of each before step i+1
+    of any, the order rotated at each step, the same on every worker), so that their times
+    are taken under the same load: per mode, its losses and per-step times (after the
+    warm-up, each ending with the loss read back), or the error that stopped it
+    (tf.function fails on some)."""
+    batches = {mode: iter(dataset(strategy, steps)) for mode in programs}
+    runs = {mode: {"losses": [], "times": []} for mode in programs}
+    order = list(programs)
+    for i in range(steps):
+        for mode in order[i % len(order):] + order[:i % len(order)]:  # no mode always first
+            program, run = programs[mode], runs[mode]
+            if "error" in run:
+                continue
+            try:
+                start = time.perf_counter()
+                run["losses"].append(program.dist_step(next(batches[mode])))
+                if i >= WARMUP:
+                    float(run["losses"][-1])
+                    run["times"].append(time.perf_counter() - start)
+            except Exception as exc:  # noqa: BLE001 - reported
+                run["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    return runs
+
+
+def run_program(args) -> dict:
+    """Train the program in this process (a worker of a multi-worker run included), in one
+    mode, or (`--mode all`) in each mode side by side: {"modes": {mode: result}}."""
+    strategy = make_strategy(args.strategy)
+    modes = MODES if args.mode == "all" else tuple(args.mode.split(","))
+    programs, wrapped = {}, {}
+    for mode in modes:
+        programs[mode] = PROGRAMS[args.program](strategy)
+        wrapped[mode] = wrap(programs[mode], mode, args.wrap)
+    runs = side_by_side(programs, strategy, args.steps)
+    results = {}
+    for mode in modes:
+        run = runs[mode]
+        result = results[mode] = {"program": args.program, "mode": mode, "wrap": args.wrap,
+                                  "strategy": args.strategy}
+        if "error" in run:
+            result["error"] = run["error"]
+        else:
+            result.update(losses=[float(v) for v in run["losses"]],
+                          ms=1e3 * statistics.median(run["times"]) if run["times"] else None,
+                          ms_min=1e3 * min(run["times"]) if run["times"] else None,
+                          weights=[v.numpy().tolist() for v in programs[mode].weights()])
+        if hasattr(wrapped[mode], "stats"):
+            stats = wrapped[mode].stats()
+            result["stats"] = {k: stats[k] for k in (
+                "calls", "graph_calls", "eager_calls", "profile_calls", "fallbacks",
+                "guard_failures")}
+    return results[modes[0]] if args.mode in MODES else {"modes": results}
+
+
+def launch_workers(argv: list[str], timeout: float) -> dict:
+    """Run this script on REPLICAS local workers (TF_CONFIG each, free ports) to their end,
+    bounded by `timeout` (then killed); worker 0's result with `agree` (every worker ended
+    at the same losses and weights) and any worker's error."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from multiworker import free_ports
+
+    cluster = {"worker": [f"localhost:{p}" for p in free_ports(REPLICAS)]}
+    tmp = tempfile.mkdtemp(prefix="gpe-distributed-")
+    procs, outs = [], []
+    for i in range(REPLICAS):
+        outs.append(os.path.join(tmp, f"worker{i}.json"))
+        env = dict(os.environ, TF_CONFIG=json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": i}}))
+        procs.append(subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), *argv, "--json", outs[-1]],
+            env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    deadline = time.monotonic() + timeout
+    try:
+        results = [wait_worker(proc, out, deadline) for proc, out in zip(procs, outs)]
+    finally:  # none outlives the launcher (an error, a timeout: killed)
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    if any("modes" not in r for r in results):  # one mode, or a worker failed
+        return combine(results)
+    return {"modes": {mode: combine([r["modes"][mode] for r in results])
+                      for mode in results[0]["modes"]}}
+
+
+def wait_worker(proc, out: str, deadline: float) -> dict:
+    try:
+        _, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return {"error": "worker did not end in time (killed)"}
+    if proc.returncode != 0 or not os.path.exists(out):
+        return {"error": f"worker exit {proc.returncode}: {err[-300:]}"}
+    with open(out) as f:
+        return json.load(f)
+
+
+def combine(results: list[dict]) -> dict:
+    """Worker 0's result, any worker's error, and whether the workers agree."""
+    result = dict(results[0], workers=len(results))
+    errors = [r["error"] for r in results if "error" in r]
+    if errors and "error" not in result:
+        result["error"] = errors[0]
+    result["agree"] = not errors and all(
+        r["losses"] == results[0]["losses"] and r["weights"] == results[0]["weights"]
+        for r in results)
+    return result
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--program", choices=sorted(PROGRAMS), default="vars")
-    parser.add_argument("--mode", choices=["eager", "tf.function", "gpe"], default="eager")
+    parser.add_argument("--mode", default="eager", help="eager, tf.function, gpe, several "
+                        "(comma-separated) or all: each in turn, step by step, one process")
     parser.add_argument("--wrap", choices=["dist", "replica"], default="dist")
+    parser.add_argument("--strategy", default="mirrored",
+                        choices=["mirrored", "multiworker", "onedevice", "default"])
     parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--timeout", type=float, default=600,
+                        help="multiworker: seconds the workers may take, then killed")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
-    strategy = tf.distribute.MirroredStrategy(logical_cpus())
-    program = PROGRAMS[args.program](strategy)
-    wrapped = wrap(program, args.mode, args.wrap)
-    result = {"program": args.program, "mode": args.mode, "wrap": args.wrap}
-    try:
-        losses, times = train(program, dataset(strategy, args.steps))
-        result.update(losses=losses, ms=1e3 * statistics.median(times) if times else None,
-                      weights=[v.numpy().tolist() for v in program.weights()])
-    except Exception as exc:  # noqa: BLE001 - reported (tf.function fails on some)
-        result["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-    if wrapped is not None and hasattr(wrapped, "stats"):
-        stats = wrapped.stats()
-        result["stats"] = {k: stats[k] for k in ("calls", "graph_calls", "eager_calls",
-                                                 "fallbacks", "guard_failures")}
+    if args.strategy == "multiworker" and "TF_CONFIG" not in os.environ:
+        argv = [a for a in (sys.argv[1:] if argv is None else argv)]
+        if "--json" in argv:
+            del argv[argv.index("--json"):argv.index("--json") + 2]
+        result = launch_workers(argv, args.timeout)
+    else:
+        result = run_program(args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f)
-    print("losses", [round(v, 6) for v in result.get("losses", [])])
-    print("error" if "error" in result else "ms/step", result.get("error", result.get("ms")))
-    if "stats" in result:
-        print("stats", result["stats"])
+    for mode, one in result.get("modes", {args.mode: result}).items():
+        print(mode, "losses", [round(v, 6) for v in one.get("losses", [])])
+        print(mode, "error" if "error" in one else "ms/step", one.get("error", one.get("ms")))
+        for key in ("stats", "agree"):
+            if key in one:
+                print(mode, key, one[key])
     return result
 
 

@@ -29,7 +29,7 @@ import types
 import weakref
 from typing import Any
 
-from tensorflow.python.distribute import mirrored_run
+from tensorflow.python.distribute import mirrored_run, one_device_strategy
 from tensorflow.python.eager.context import executing_eagerly
 
 __all__ = ["install"]
@@ -60,26 +60,49 @@ _cache: "weakref.WeakKeyDictionary[Any, weakref.WeakKeyDictionary]" = \
     weakref.WeakKeyDictionary()
 _lock = threading.Lock()  # taken by the thread that calls strategy.run, never a replica's
 _original = None
+_original_one_device = None
 
 
 def install() -> None:
-    """Route eager `strategy.run` calls of sliced functions here (once)."""
-    global _original
+    """Route eager `strategy.run` calls of sliced functions here (once): MirroredStrategy's
+    and MultiWorkerMirroredStrategy's (mirrored_run), and OneDeviceStrategy's, which calls
+    the step in its replica context (where a sliced call would run eagerly). The default
+    strategy's `run` calls the step in a default replica context: a plain call, sliced."""
+    global _original, _original_one_device
     if _original is None:
         _original = mirrored_run.call_for_each_replica
         mirrored_run.call_for_each_replica = _call_for_each_replica
+        extended = one_device_strategy.OneDeviceExtended
+        _original_one_device = extended._call_for_each_replica  # noqa: SLF001
+        extended._call_for_each_replica = _one_device_call  # noqa: SLF001
+
+
+def _one_device_call(extended, fn, args, kwargs):
+    replicated = _replicated(extended._container_strategy(), fn, args, kwargs)  # noqa: SLF001
+    if replicated is not None:
+        return replicated()
+    return _original_one_device(extended, fn, args, kwargs)
 
 
 def _call_for_each_replica(strategy, fn, args=None, kwargs=None):
+    replicated = _replicated(strategy, fn, args, kwargs)
+    if replicated is not None:
+        return replicated()
+    return _original(strategy, fn, args, kwargs)
+
+
+def _replicated(strategy, fn, args, kwargs):
+    """The replicated sliced call of `strategy.run(fn, ...)` (a thunk), or None where `fn`
+    is not a sliced function or the call is not eager."""
     if executing_eagerly() and getattr(type(fn), "_gpe_sliced", False):
         bound = hasattr(fn, "_obj")  # a sliced method bound to an object
         sliced, obj = (fn._sliced, fn._obj) if bound else (fn, None)
         if not sliced.plain:
             entry = _entry(strategy, sliced, obj)
             if kwargs:
-                return entry[2](entry[0], tuple(args or ()), dict(kwargs))
-            return entry[1](entry[0], tuple(args or ()))
-    return _original(strategy, fn, args, kwargs)
+                return lambda: entry[2](entry[0], tuple(args or ()), dict(kwargs))
+            return lambda: entry[1](entry[0], tuple(args or ()))
+    return None
 
 
 def _entry(strategy, sliced, obj) -> tuple:

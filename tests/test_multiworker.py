@@ -2,6 +2,7 @@
 per worker with its TF_CONFIG; the workers agree, gpe equals eager; a worker killed
 mid-training makes the other end with an error in bounded time, and a restart from the
 last checkpoint ends at the weights of an uninterrupted run."""
+import json
 import os
 import subprocess
 import sys
@@ -50,3 +51,30 @@ def test_killed_worker_ends_the_other_with_an_error_and_restart_resumes(tmp_path
     assert "exit 1:" in killed and "exit 3:" in killed  # an error, not a hang (killed)
     assert "did not end in time" not in out
     assert "restarted run ends at the uninterrupted run's weights: True" in out
+
+
+DISTRIBUTED = os.path.join(os.path.dirname(EXAMPLE), "distributed.py")
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("wrap", ["dist", "replica"])
+def test_subclassed_model_on_two_workers_equals_eager_side_by_side(tmp_path, wrap):
+    """examples/distributed.py --strategy multiworker: a subclassed keras.Model with its
+    custom step (SGD with momentum, a Keras loss), eager and gpe taking turns in each of
+    2 workers (launched with TF_CONFIG each; killed past the timeout): the workers agree,
+    gpe's losses and weights equal eager's, every call after the profile calls sliced."""
+    out = tmp_path / "result.json"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.run([sys.executable, DISTRIBUTED, "--strategy", "multiworker",
+                           "--program", "subclassed", "--mode", "eager,gpe", "--wrap", wrap,
+                           "--steps", "14", "--timeout", "300", "--json", str(out)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=380, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    modes = json.loads(out.read_text())["modes"]
+    eager, sliced = modes["eager"], modes["gpe"]
+    assert "error" not in eager and "error" not in sliced, (eager, sliced)
+    assert eager["agree"] and sliced["agree"] and eager["workers"] == 2
+    assert eager["losses"] == sliced["losses"] and eager["weights"] == sliced["weights"]
+    assert len(set(eager["losses"])) == len(eager["losses"]) == 14
+    stats = sliced["stats"]
+    assert stats["graph_calls"] == 14 - stats["profile_calls"] >= 11, stats

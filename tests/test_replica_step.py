@@ -41,24 +41,45 @@ for name in ("keras", "vars"):
     for mode in ("eager", "gpe"):
         out[name, mode] = run(name, mode)
 
-# a step with host work: a print per replica (here with the loss, read back)
+# OneDeviceStrategy and the default strategy (no strategy): both patterns decorated
+def run_on(kind, name, mode, which, steps=12):
+    s = d.make_strategy(kind)
+    program = d.PROGRAMS[name](s)
+    wrapped = d.wrap(program, mode, which)
+    losses, _ = d.train(program, d.dataset(s, steps))
+    result = {"losses": losses, "weights": [v.numpy().tolist() for v in program.weights()]}
+    if wrapped is not None:
+        result["stats"] = wrapped.stats()
+    return result
+
+for kind in ("onedevice", "default"):
+    out[kind, "eager"] = run_on(kind, "keras", "eager", "dist")
+    for which in ("dist", "replica"):
+        out[kind, which] = run_on(kind, "keras", "gpe", which)
+
+# a step with host work: a print per replica of its loss (read back) before the
+# optimizer's merge_call, a Python counter, a print of the updated variable after it
 with strategy.scope():
     v = tf.Variable(tf.ones([2]))
     opt = tf.keras.optimizers.SGD(0.1)
+counter = []
 def noisy(x):
+    rid = tf.distribute.get_replica_context().replica_id_in_sync_group
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(tf.square(v * x))
-    print("replica", tf.distribute.get_replica_context().replica_id_in_sync_group.numpy(),
-          "loss", loss.numpy())
+    print("replica", rid.numpy(), "loss", loss.numpy())
+    counter.append(int(rid))
     opt.apply_gradients([(tape.gradient(loss, v), v)])
+    print("replica", rid.numpy(), "after", v.numpy())
     return loss
 def printed(step):
     v.assign(tf.ones([2]))
+    counter.clear()
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         losses = [float(strategy.reduce("SUM", strategy.run(step, args=(tf.constant(
             [1.0, 0.1 * i]),)), axis=None)) for i in range(6)]
-    return buf.getvalue(), losses, v.numpy().tolist()
+    return buf.getvalue(), losses, v.numpy().tolist(), list(counter)
 out["print", "eager"] = printed(noisy)
 step = gpe.function(noisy)
 out["print", "gpe"] = printed(step) + (step.stats(),)
@@ -182,12 +203,37 @@ def test_replica_step_matches_eager_and_slices(out, name):
 
 
 @pytest.mark.timeout(420)
+@pytest.mark.parametrize("kind", ["onedevice", "default"])
+@pytest.mark.parametrize("which", ["dist", "replica"])
+def test_one_device_and_default_strategy_steps_slice(out, kind, which):
+    """OneDeviceStrategy calls the step in its replica context (a sliced call there ran
+    eagerly): strategy.run(sliced step) runs the replicated sliced call; the default
+    strategy's run is a plain call. Both patterns equal eager and run sliced."""
+    eager, sliced = out[kind, "eager"], out[kind, which]
+    assert _same(eager["losses"], sliced["losses"])
+    assert _same(eager["weights"], sliced["weights"])
+    assert len(set(eager["losses"])) == len(eager["losses"])
+    stats = sliced["stats"]
+    assert stats["calls"] == 12 and stats["graph_calls"] == 12 - stats["profile_calls"], stats
+    assert stats["profile_calls"] <= 3 and stats["fallbacks"] == {}, stats
+
+
+@pytest.mark.timeout(420)
 def test_replica_step_with_host_work_prints_per_replica_as_eager(out):
-    text, losses, weights = out["print", "eager"]
-    assert text.count("replica 0") == 6 and text.count("replica 1") == 6
+    """Eagerly, MirroredStrategy's replica threads take turns, in replica order, between
+    merge_calls: each step prints replica 0's loss, replica 1's, then (after the
+    optimizer's merge_call) replica 0's updated variable, replica 1's. A host part run
+    once per replica beside one TF part would have to resume at each merge_call in that
+    order; gpe runs such a step eagerly in the replica threads (with its reason), so the
+    prints, the counter, the losses and the weights are eager's."""
+    text, losses, weights, counter = out["print", "eager"]
+    lines = [" ".join(line.split()[:3]) for line in text.splitlines()]
+    assert lines[:4] == ["replica 0 loss", "replica 1 loss", "replica 0 after",
+                         "replica 1 after"] and len(lines) == 24, text
+    assert counter == [0, 1] * 6
     got = out["print", "gpe"]
-    assert got[:3] == [text, losses, weights]
-    stats = got[3]  # its print would run once, when traced: eager in each replica
+    assert got[:4] == [text, losses, weights, counter]
+    stats = got[4]  # its print would run once, when traced: eager in each replica
     assert stats["graph_calls"] == 0 and stats["eager_calls"] == 6, stats
     assert any("host work" in reason for reason in stats["fallbacks"]), stats
 
