@@ -109,8 +109,9 @@ def _packed(parts) -> tuple[tf.Tensor, list[int]]:
                 resources.append(c if h is True else h[0])
     # packed eagerly, by Pack itself (tf.stack converts and checks each handle in Python,
     # 10x slower; packed inside the sink, each handle would be a capture: slower still)
-    if not resources:
-        return tf.zeros([0], tf.resource), offsets
+    if not resources:  # no part holds a handle (a part of composite values only): TF
+        # cannot make an empty resource vector, so one unused handle stands in
+        resources = [_placeholder_handle()]
     return gen_array_ops.pack(resources, axis=0), offsets
 
 
@@ -252,3 +253,14 @@ def _branch(f, handles):
         return lambda: f(*handles)
     captured = list(f.captured_inputs)
     return lambda: f._call_flat(list(handles), captured)  # noqa: SLF001
+
+
+_PLACEHOLDER: list = []
+
+
+def _placeholder_handle() -> tf.Tensor:
+    """A resource handle no part reads (made once; it names no variable)."""
+    if not _PLACEHOLDER:
+        _PLACEHOLDER.append(gen_resource_variable_ops.var_handle_op(
+            dtype=tf.float32, shape=[], shared_name="_gpe_unused_handle"))
+    return _PLACEHOLDER[0]
