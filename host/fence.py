@@ -7,8 +7,17 @@ acknowledges every call it finishes; this module wraps the eager entry points of
 that read or write a resource variable (`gen_resource_variable_ops`: reads, assigns,
 gathers, scatters; `gen_training_ops`: the fused optimizer updates), which every
 variable class and library goes through, so that such an op first waits until the graph
-has finished every call sent so far. Inside a sliced call the slicer's own barriers order
-variable access, so no fence is taken there; nor while a graph is being traced.
+has finished the calls sent so far (`Session.fence_target` says which: never the running
+call from a thread that may work for it).
+
+Most eager ops given a variable itself (`tf.reduce_sum(v)`, `tf.square(v)`,
+`tf.stack([v])`, `tf.linalg.matvec(v, x)`) read it without any of those: TF's C++ fast
+path (`TFE_Py_FastPathExecute`, `ConvertToTensor` -> `ReadVariableOp` in
+pywrap_tfe_src.cc) builds and runs the ReadVariableOp itself after taking the variable's
+`_dtype` and `_handle` attributes. So `_handle` of every resource variable is a property
+that takes the same fence (the value stays in the instance's dictionary).
+Inside a sliced call the slicer's own barriers order variable access, so no fence is
+taken there; nor while a graph is being traced.
 """
 from __future__ import annotations
 
@@ -16,7 +25,8 @@ import functools
 import types
 
 from tensorflow.python.eager import context
-from tensorflow.python.ops import gen_resource_variable_ops, gen_training_ops
+from tensorflow.python.ops import (gen_resource_variable_ops, gen_training_ops,
+                                   resource_variable_ops)
 
 _installed = False
 
@@ -41,14 +51,40 @@ def install(session) -> None:
             (gen_training_ops, ("resource_apply_", "resource_sparse_apply_"))):
         for name in _variable_ops(module, prefixes):
             setattr(module, name, _fenced(getattr(module, name), session))
+    resource_variable_ops.BaseResourceVariable._handle = _fenced_handle(session)
+
+
+def _wait(session) -> None:
+    """On every eager variable access of the program: the cheap test first."""
+    if session.sent > session.acknowledged and context.executing_eagerly():
+        target = session.fence_target()
+        if target > session.acknowledged:
+            session.fence(target)
+
+
+def _fenced_handle(session) -> property:
+    """`variable._handle`, fenced: a property (a data descriptor, so it is used for the
+    variables made before too) over the same entry of the instance's dictionary."""
+    def get(self):
+        if session.sent > session.acknowledged:
+            _wait(session)
+        try:
+            return self.__dict__["_handle"]
+        except KeyError:
+            raise AttributeError("_handle") from None
+
+    def put(self, value):
+        self.__dict__["_handle"] = value
+
+    def drop(self):
+        self.__dict__.pop("_handle", None)
+    return property(get, put, drop)
 
 
 def _fenced(op, session):
     @functools.wraps(op)
     def wrapper(*args, **kwargs):
-        # on every eager variable access of the program: the cheap test first
-        if session.sent > session.acknowledged and session.in_flight() and \
-                context.executing_eagerly():
-            session.fence()
+        if session.sent > session.acknowledged:
+            _wait(session)
         return op(*args, **kwargs)
     return wrapper
