@@ -16,6 +16,12 @@ path (`TFE_Py_FastPathExecute`, `ConvertToTensor` -> `ReadVariableOp` in
 pywrap_tfe_src.cc) builds and runs the ReadVariableOp itself after taking the variable's
 `_dtype` and `_handle` attributes. So `_handle` of every resource variable is a property
 that takes the same fence (the value stays in the instance's dictionary).
+
+A `tf.function` (the user's own, Keras's `predict` and `fit` steps) reads and writes the
+variables it captured through the handles captured when it was traced: none of the above
+runs when it is called. So an eager call of a concrete function (`_call_flat`, which
+every call of a `tf.function` or `ConcreteFunction` reaches) that is given or captures a
+resource takes the fence too.
 Inside a sliced call the slicer's own barriers order variable access, so no fence is
 taken there; nor while a graph is being traced.
 """
@@ -25,6 +31,8 @@ import functools
 import types
 
 from tensorflow.python.eager import context
+from tensorflow.python.eager.polymorphic_function import concrete_function
+from tensorflow.python.framework import dtypes
 from tensorflow.python.ops import (gen_resource_variable_ops, gen_training_ops,
                                    resource_variable_ops)
 
@@ -52,6 +60,8 @@ def install(session) -> None:
         for name in _variable_ops(module, prefixes):
             setattr(module, name, _fenced(getattr(module, name), session))
     resource_variable_ops.BaseResourceVariable._handle = _fenced_handle(session)
+    function = concrete_function.ConcreteFunction
+    function._call_flat = _fenced_call(function._call_flat, session)  # noqa: SLF001
 
 
 def _wait(session) -> None:
@@ -88,3 +98,17 @@ def _fenced(op, session):
             _wait(session)
         return op(*args, **kwargs)
     return wrapper
+
+
+def _fenced_call(call_flat, session):
+    @functools.wraps(call_flat)
+    def wrapper(self, tensor_inputs, captured_inputs):
+        if session.sent > session.acknowledged and (
+                _any_resource(captured_inputs) or _any_resource(tensor_inputs)):
+            _wait(session)
+        return call_flat(self, tensor_inputs, captured_inputs)
+    return wrapper
+
+
+def _any_resource(tensors) -> bool:
+    return any(getattr(t, "dtype", None) == dtypes.resource for t in tensors)
