@@ -17,9 +17,9 @@ BIG = tf.ones([192, 192])
 POOL = concurrent.futures.ThreadPoolExecutor(1)
 
 
-def _heavy(x):
+def _heavy(x, rounds=10):
     y = x
-    for _ in range(10):
+    for _ in range(rounds):
         y = tf.matmul(y, x) / 192.0
     return tf.reduce_sum(y[0])
 
@@ -94,7 +94,7 @@ def test_a_tf_function_writing_a_variable_after_sliced_calls_comes_after_them():
             concrete(tf.constant(3.0))  # a ConcreteFunction's own call
         return [v[0, :2]], {"v": v}
     (step,) = differential(program)
-    assert step.stats()["graph_calls"] == 7, step.stats()
+    assert step.stats()["graph_calls"] == 9, step.stats()
 
 
 # Keras's own tf.functions after sliced steps on the same model ----------------------------
@@ -113,10 +113,10 @@ def test_keras_predict_and_fit_after_sliced_steps_see_their_writes():
         kernel = model.layers[0].kernel
 
         def step(big):
-            kernel.assign(kernel * 0.5 + _heavy(big) / 192.0)
+            kernel.assign(kernel * 0.5 + _heavy(big, 40) / 192.0)
         step = wrap(step)
         out = []
-        for _ in range(3):
+        for _ in range(4):
             step(BIG)
             out.append(model.predict_on_batch(x))
             step(BIG)
@@ -127,4 +127,4 @@ def test_keras_predict_and_fit_after_sliced_steps_see_their_writes():
         model.fit(x, y, epochs=1, batch_size=8, verbose=0, shuffle=False)
         return out, {f"w{i}": w for i, w in enumerate(model.weights)}
     (step,) = differential(program)
-    assert step.stats()["graph_calls"] == 7, step.stats()
+    assert step.stats()["graph_calls"] == 9, step.stats()
