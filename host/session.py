@@ -202,12 +202,12 @@ class Session:
         thread of its `strategy.run`, a thread of the pool `merge_call`'s all-reduce runs
         in, reading `var.handle`) while the call's host part waits for it: waiting for the
         running call there would never end."""
+        if getattr(_sink_thread, "inside", False):
+            return 0
         owner = self._call_owner
         if owner is None:
             return self.sent
-        if owner == threading.get_ident() or getattr(_sink_thread, "inside", False):
-            return 0
-        return self._sent_before_call
+        return 0 if owner == threading.get_ident() else self._sent_before_call
 
     def fence(self, target: int | None = None) -> None:
         """Wait until the graph has finished every call sent so far (the first `target`)."""
