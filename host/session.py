@@ -33,7 +33,6 @@ from gpe.tfprog import asserts
 from gpe.tfprog.channels import make_queue
 from gpe.tfprog.exact import use_exact_arithmetic_on_this_thread
 from gpe.tfprog.part import LINE_SCOPE, Part
-from gpe.host.distribute import in_replica_context
 from gpe.tfprog.sink import STOP, build_sink
 
 log = logging.getLogger("gpe")
@@ -42,6 +41,7 @@ ROOT_ERROR = re.compile(r"\(\d+\) ([A-Z_]+):\s*(.*)")  # "(0) INVALID_ARGUMENT: 
 CLOSE_TIMEOUT_S = 5.0
 _INDEX_TENSORS: dict[int, tf.Tensor] = {}
 ACK_BACKLOG = 4096  # acknowledgements left unread before the host reads half of them
+_sink_thread = threading.local()
 
 
 @dataclass
@@ -85,6 +85,7 @@ class Session:
                     claimed = False
                 else:
                     self._call_owner = threading.get_ident()
+                    self._sent_before_call = self.sent
                     claimed = True
         finally:
             self.blocking.unhold()
@@ -116,6 +117,7 @@ class Session:
         self.groups: list[Group] = []  # the parts, in groups of one sink each (host/sinks.py)
         self.routes: dict[int, tuple] = {}  # part number -> (group, its control queue, slot)
         self.last_group = 0  # the group of the last call sent
+        self._sent_before_call = 0  # calls sent before the running one (see fence_target)
         self.failure: BaseException | None = None
         self.failed = False
 
@@ -183,6 +185,7 @@ class Session:
     def _run(self, sink, previous: threading.Thread | None, pins: list,
              generation: int) -> None:
         use_exact_arithmetic_on_this_thread()
+        _sink_thread.inside = True  # it runs the calls: it never waits for them
         if previous is not None:
             previous.join()
         if self.failed:
@@ -211,18 +214,26 @@ class Session:
         if self.sent - self.acknowledged > ACK_BACKLOG:  # keep the acknowledgements short
             self._acknowledge_until(self.acknowledged + ACK_BACKLOG // 2)
 
-    def in_flight(self) -> bool:
-        """Calls sent that the graph may not have finished, seen from outside a call."""
-        owner = self._call_owner
-        if owner == threading.get_ident() or self.sent <= self.acknowledged:
-            return False
-        # a replica thread of strategy.run made by the call's own host program (the owner
-        # waits in strategy.run for it): inside the call, as the owner is
-        return owner is None or not in_replica_context()
+    def fence_target(self) -> int:
+        """How many calls eager variable access on this thread waits for (host/fence.py).
 
-    def fence(self) -> None:
-        """Wait until the graph has finished every call sent so far."""
-        self._acknowledge_until(self.sent)
+        Outside any call: every call sent. The thread of the running call (its host part)
+        and the sink's thread: none (inside a call the slicer's barriers order variable
+        access; the sink runs the calls). Any other thread while a call runs: only the
+        calls sent before it. Such a thread may work for the running call (a replica
+        thread of its `strategy.run`, a thread of the pool `merge_call`'s all-reduce runs
+        in, reading `var.handle`) while the call's host part waits for it: waiting for the
+        running call there would never end."""
+        if getattr(_sink_thread, "inside", False):
+            return 0
+        owner = self._call_owner
+        if owner is None:
+            return self.sent
+        return 0 if owner == threading.get_ident() else self._sent_before_call
+
+    def fence(self, target: int | None = None) -> None:
+        """Wait until the graph has finished every call sent so far (the first `target`)."""
+        self._acknowledge_until(self.sent if target is None else target)
 
     def _acknowledge_until(self, target: int) -> None:
         """Read acknowledgements until `target` calls are acknowledged. One reader at a

@@ -157,3 +157,24 @@ def python_calls(fn, *args) -> dict:
         sys.setprofile(None)
     return dict(seen)
 
+
+def differential(program) -> list:
+    """`program(wrap, log) -> (results, variables)` run with `wrap` the identity and with
+    `wrap` = gpe.function(profile_calls=1, adaptive=False): everything observable must
+    match. Returns the functions gpe wrapped."""
+    def observe(sliced):
+        made, log, out = [], [], io.StringIO()
+
+        def wrap(fn):
+            if sliced:
+                made.append(gpe.function(fn, profile_calls=1, adaptive=False))
+            return made[-1] if sliced else fn
+        with contextlib.redirect_stdout(out):
+            results, variables = program(wrap, log)
+        return (plain(results), {k: v.numpy() for k, v in variables.items()}, plain(log),
+                out.getvalue()), made
+    eager, _ = observe(False)
+    under, made = observe(True)
+    for what, a, b in zip(("results", "variables", "side effects", "printed"), eager, under):
+        assert same(a, b), f"{what}: eager {a!r}, gpe {b!r}"
+    return made

@@ -16,20 +16,7 @@ from fuzz.run import parse_seeds
 
 # seeds with a finding at HEAD (each with its suspected cause): regression tests once fixed
 # (tests/test_fuzz_findings.py)
-KNOWN_FAILING: dict[int, str] = {
-    # seeds 1274:1874, run on merged main at the very end of session 4 (not minimised):
-    1618: "diff (a race): an eager call right after a sliced one reads `tf.reduce_sum(V_v)` "
-          "before the graph finished the sliced call's write: TF's C++ fast path reads a "
-          "variable given to an op without the fenced Python ops (a fenced `_handle` property "
-          "fixed it but deadlocked `gpe run` on a MirroredStrategy script: not kept)",
-    # seeds 3000:3649 (session 5, with the fixes for 1100, 1390, 1749, 3247; found before
-    # the generator change of wip-fuzzerr, which renumbered some programs):
-    3516: "diff, a rare race (not seen again in 8 reruns): call 1 returned True where eager "
-          "raised RuntimeError('r2'): `tf.cast(V_i, tf.float32).numpy()` after the nested call "
-          "`h1(...)` (which calls h0 nested and then does `V_i.assign_add(1)`) read V_i from "
-          "before h1's write; main's TF part does wait (gate) for the host after the call: "
-          "not minimised, cause not found",
-}
+KNOWN_FAILING: dict[int, str] = {}
 
 SEEDS = parse_seeds(os.environ.get("GPE_FUZZ_SEEDS", "0:40"))
 

@@ -2,16 +2,11 @@
 minimised program of a seed (and a few programs of the same class), run eagerly and under
 gpe, everything observable compared, with the calls that must have run sliced.
 """
-import contextlib
-import io
 import time
 
-import pytest
 import tensorflow as tf
 
-import gpe
-
-from harness import Var, check, plain, same
+from harness import Var, check, differential
 
 X = tf.constant([0.04, 0.43, -0.72])
 
@@ -310,7 +305,8 @@ def test_tf_read_after_a_nested_call_sees_the_host_write_at_its_end():
 # read `tf.reduce_sum(v)` before the graph had finished the sliced call's write: the fence
 # wrapped TF's Python variable ops, but TF's C++ fast path reads a variable passed to an op
 # itself (`tf.reduce_sum(v)`, `tf.square(v)`, `tf.stack([v])`...), taking only its
-# `_handle`. Not fixed yet (see FAST_PATH). Graph work of tens of ms makes the race certain.
+# `_dtype` and `_handle`: `_handle` is a fenced property (host/fence.py). Graph work of
+# tens of milliseconds makes the race certain.
 BIG = tf.ones([192, 192])
 
 
@@ -321,11 +317,6 @@ def _queued_write(v, x):
     v.assign(v * 0.5 + tf.reduce_sum(y[0]))
 
 
-FAST_PATH = ("the fence misses eager ops that read a variable in TF's C++ fast path; a fix "
-             "(a fenced `_handle` property) deadlocked `gpe run` on a MirroredStrategy script")
-
-
-@pytest.mark.xfail(strict=False, reason=FAST_PATH)
 def test_seed1618_eager_call_after_a_sliced_call_sees_its_write():
     def make(log):
         v = tf.Variable(tf.zeros([3]))
@@ -339,7 +330,6 @@ def test_seed1618_eager_call_after_a_sliced_call_sees_its_write():
     check(make, [(BIG,), (BIG,), (BIG[:160, :160],), (BIG,)], graph_calls=2)
 
 
-@pytest.mark.xfail(strict=False, reason=FAST_PATH)
 def test_plain_ops_given_a_variable_after_sliced_calls_see_their_writes():
     reads = [lambda v: tf.reduce_sum(v), lambda v: tf.square(v)[0, :2],
              lambda v: tf.stack([v])[0, 0, :2], lambda v: tf.concat([v, v], 0)[0, :2],
@@ -359,28 +349,6 @@ def test_plain_ops_given_a_variable_after_sliced_calls_see_their_writes():
         return out, {}
     made = differential(program)
     assert [f.stats()["graph_calls"] for f in made] == [2] * len(reads)
-
-
-def differential(program) -> list:
-    """`program(wrap, log) -> (results, variables)` run with `wrap` the identity and with
-    `wrap` = gpe.function(profile_calls=1, adaptive=False): everything observable must
-    match. Returns the functions gpe wrapped."""
-    def observe(sliced):
-        made, log, out = [], [], io.StringIO()
-
-        def wrap(fn):
-            if sliced:
-                made.append(gpe.function(fn, profile_calls=1, adaptive=False))
-            return made[-1] if sliced else fn
-        with contextlib.redirect_stdout(out):
-            results, variables = program(wrap, log)
-        return (plain(results), {k: v.numpy() for k, v in variables.items()}, plain(log),
-                out.getvalue()), made
-    eager, _ = observe(False)
-    under, made = observe(True)
-    for what, a, b in zip(("results", "variables", "side effects", "printed"), eager, under):
-        assert same(a, b), f"{what}: eager {a!r}, gpe {b!r}"
-    return made
 
 
 # seed 3247: `s += t` inside a statement the host runs whole --------------------------------
