@@ -34,7 +34,8 @@ def describe(value: Any, dynamic: bool = False, relaxed: tuple | None = None) ->
         shape = value._shape_tuple()  # noqa: SLF001 (the tuple `.shape` is built from)
         if relaxed is not None and len(relaxed) == len(shape):
             shape = tuple(None if r else d for d, r in zip(shape, relaxed))
-        return ("tensor", _dtype_name(value._datatype_enum()), shape)  # noqa: SLF001
+        enum = value._datatype_enum()  # noqa: SLF001
+        return ("tensor", _DTYPE_NAMES.get(enum) or _dtype_name(enum), shape)
     if cls in _FOLDED and not (dynamic and cls is int):
         return ("constant", cls.__name__, value)
     if isinstance(value, tf.Variable):
