@@ -46,7 +46,7 @@ class HostChannel:
         """Enqueue one send's components; called inside an atomic step (host/call.py)."""
         try:
             with self.session.waiting(self.label):  # blocks only when the queue is full
-                self.session.blocking.enqueue(self.handle, components, self.dtypes)
+                self.session.blocking.enqueue(self.handle, components)
         except _WOKEN as exc:
             self._woken(exc)
 

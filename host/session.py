@@ -90,7 +90,8 @@ class Session:
 
     def exit_call(self) -> None:
         self._call_owner = None
-        self.blocking.deliver_pending()
+        if self.blocking.pending is not None:  # a Ctrl-C deferred during the call
+            self.blocking.deliver_pending()
 
     def waiting(self, label: str) -> "_Waiting":
         """Around a host operation that may block on the graph (see host.watchdog)."""
@@ -183,9 +184,9 @@ class Session:
 
     # calls --------------------------------------------------------------------------
     def start_call(self, index: int) -> None:
-        with self.blocking:
-            self._enqueue_control(index)
-            self.sent += 1
+        """Send a call's part number (inside the call's atomic step: CallContext.begin)."""
+        self._enqueue_control(index)
+        self.sent += 1
         if self.sent - self.acknowledged > ACK_BACKLOG:  # keep the acknowledgements short
             self._acknowledge_until(self.acknowledged + ACK_BACKLOG // 2)
 
@@ -237,7 +238,7 @@ class Session:
         tensor = _INDEX_TENSORS.get(index)
         if tensor is None:
             tensor = _INDEX_TENSORS.setdefault(index, tf.constant(index, tf.int32))
-        gen_data_flow_ops.queue_enqueue_v2(self.control.queue_ref, [tensor])
+        self.blocking.enqueue(self.control._queue_ref, [tensor])  # noqa: SLF001
 
     # failure and shutdown ------------------------------------------------------------
     def fail(self, exc: BaseException) -> None:
