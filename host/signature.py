@@ -193,7 +193,7 @@ def text(entry: tuple) -> str:
     return f"a {entry[1]}"
 
 
-_MISSING = object()
+MISSING = object()  # an attribute a path names is missing
 
 
 def resolve(path: str, values: dict[str, Any], namespace_lookup) -> Any:
@@ -206,5 +206,5 @@ def resolve_split(parts, values: dict[str, Any], namespace_lookup) -> Any:
     root = parts[0]
     obj = values[root] if root in values else namespace_lookup(root)
     for attr in parts[1:]:
-        obj = getattr(obj, attr, _MISSING)
+        obj = getattr(obj, attr, MISSING)
     return obj
