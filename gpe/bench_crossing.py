@@ -1,7 +1,11 @@
 """`gpe bench`: the cost of crossing between the host and the graph, in one run.
 
 Each figure is the median over --repeats runs of --calls operations, in microseconds per
-operation; pipelined figures include the final wait for the graph to finish.
+operation; pipelined figures include the final wait for the graph to finish. Beside the
+wall time: its ratio to an eager op's (the ratio holds across loads of a shared machine,
+the microseconds do not) and the host thread's CPU time. The two floor rows feed the
+running sink with the bare queue operations of a call (no gpe Python at all): what the
+queue operations and the graph's side cost by themselves.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
 import gpe
+from gpe.slicer.plan import ChannelKind
 
 _state = tf.Variable(0.0)
 
@@ -30,13 +35,52 @@ def _plus_one(x):
     return x + 1.0
 
 
-def _median_us(run: Callable[[int], None], calls: int, repeats: int) -> float:
-    times = []
+def _median_us(run: Callable[[int], None], calls: int, repeats: int) -> tuple[float, float]:
+    """(wall, host thread CPU): medians in microseconds per operation."""
+    times, cpu = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.thread_time()
         run(calls)
+        cpu.append((time.thread_time() - start_cpu) / calls)
         times.append((time.perf_counter() - start) / calls)
-    return statistics.median(times) * 1e6
+    return statistics.median(times) * 1e6, statistics.median(cpu) * 1e6
+
+
+def _channel(sliced, kind: ChannelKind):
+    """The host end of the channel of `kind` of sliced's (one) variant, and that variant."""
+    variant = next(iter(sliced.variants.values()))
+    registration = variant.registration()
+    index = next(c.index for c in variant.plan.channels if c.kind == kind)
+    return registration.channels[index].handle, registration.index, variant.session
+
+
+def _floors(x, send_only, plus_one):
+    """The sink fed by bare queue operations: a call's entry value and part number (and,
+    round trip, the dequeue of its result), as gpe's host code sends them, less gpe."""
+    entry, part, session = _channel(send_only, ChannelKind.ENTRY)
+    rt_entry, rt_part, _ = _channel(plus_one, ChannelKind.ENTRY)
+    result, _, _ = _channel(plus_one, ChannelKind.OUTPUT)
+    control = session.control.queue_ref
+    part, rt_part = tf.constant(part, tf.int32), tf.constant(rt_part, tf.int32)
+
+    def sent(n):  # the session counts the calls it sent (its fence waits for them)
+        with session.blocking:
+            session.sent += n
+        session.fence()
+
+    def send(n):
+        for _ in range(n):
+            gen_data_flow_ops.queue_enqueue_v2(entry, [x])
+            gen_data_flow_ops.queue_enqueue_v2(control, [part])
+        sent(n)
+
+    def round_trip(n):
+        for _ in range(n):
+            gen_data_flow_ops.queue_enqueue_v2(rt_entry, [x])
+            gen_data_flow_ops.queue_enqueue_v2(control, [rt_part])
+            float(gen_data_flow_ops.queue_dequeue_v2(result, [tf.float32])[0])
+        sent(n)
+    return send, round_trip
 
 
 def crossing(calls: int = 2000, repeats: int = 5) -> list[tuple[str, float, str]]:
@@ -45,9 +89,9 @@ def crossing(calls: int = 2000, repeats: int = 5) -> list[tuple[str, float, str]
     eager_fn = tf.function(_plus_one, autograph=False)
     send_only, empty, plus_one = (gpe.function(f, adaptive=False)  # measure the sliced path
                                   for f in (_send_only, _empty, _plus_one))
-    for f in (send_only, empty, plus_one):  # profile call, then build and first graph run
-        f(x)
-        f(x)
+    for f in (send_only, empty, plus_one):  # profile calls, then build and first graph runs
+        for _ in range(5):
+            f(x)
     float(plus_one(x))
     float(empty(x))
 
@@ -78,6 +122,7 @@ def crossing(calls: int = 2000, repeats: int = 5) -> list[tuple[str, float, str]
         for _ in range(n):
             eager_fn(x)
 
+    floor_send, floor_round_trip = _floors(x, send_only, plus_one)
     rows = [
         ("eager op (x + 1.0)", _median_us(eager, calls, repeats), "reference"),
         ("tf.function call (x + 1.0)", _median_us(graph, calls, repeats), "reference"),
@@ -87,18 +132,24 @@ def crossing(calls: int = 2000, repeats: int = 5) -> list[tuple[str, float, str]
          _median_us(dequeue, calls, repeats), ""),
         ("host->TF send, pipelined (sliced call that only sends)",
          _median_us(pipelined(send_only), calls, repeats), "target < 25"),
+        ("  floor: its 2 bare enqueues into the running sink",
+         _median_us(floor_send, calls, repeats), ""),
         ("empty sliced call, pipelined (x in, x out, not read)",
          _median_us(pipelined(empty), calls, repeats), ""),
         ("TF->host receive, round trip (float(f(x)) each call)",
          _median_us(round_trip, calls, repeats), "target < 100"),
+        ("  floor: its 2 bare enqueues and 1 dequeue, sink between",
+         _median_us(floor_round_trip, calls, repeats), ""),
     ]
     return rows
 
 
 def format_rows(rows) -> str:
     width = max(len(name) for name, _, _ in rows)
-    lines = [f"{'operation':<{width}}  {'us/op':>8}"]
-    lines += [f"{name:<{width}}  {value:8.1f}  {note}" for name, value, note in rows]
+    eager_us = rows[0][1][0]
+    lines = [f"{'operation':<{width}}  {'us/op':>8}  {'x eager op':>10}  {'host CPU us':>11}"]
+    lines += [f"{name:<{width}}  {wall:8.1f}  {wall / eager_us:10.2f}  {cpu:11.1f}  {note}"
+              for name, (wall, cpu), note in rows]
     return "\n".join(lines)
 
 

@@ -56,6 +56,8 @@ class AdaptiveTimer:
         self.sliced_s = self.eager_s = 0.0  # the medians the verdict was made on
         self.eager_faster = False
         self.verdict: str | None = None
+        # settled on running sliced: nothing left to time (the call path tests only this)
+        self.steady = self.phase == _SETTLED
 
     @property
     def settled(self) -> bool:
@@ -75,6 +77,7 @@ class AdaptiveTimer:
             self.phase, self.eager_faster = _SETTLED, sibling.eager_faster
             self.sliced_s, self.eager_s = sibling.sliced_s, sibling.eager_s
             self.verdict = sibling.verdict
+            self.steady = not self.eager_faster
 
     def sliced_call(self, start: float, fence: Callable[[], None]) -> None:
         """A sliced call that began at `start` (this timer's clock) has returned. `fence`
@@ -138,6 +141,7 @@ class AdaptiveTimer:
         sliced, eager = statistics.median(self.sliced), statistics.median(self.eager)
         self.sliced_s, self.eager_s, self.phase = sliced, eager, _SETTLED
         if ratio <= SLICED_MARGIN or (ratio < EAGER_MARGIN and ratio < TIE_BREAK):
+            self.steady = True
             return None
         self.eager_faster = True
         self.verdict = message(sliced, eager, len(self.sliced) * BLOCK_CALLS)

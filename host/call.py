@@ -11,10 +11,12 @@ TF part hands over what it holds and the host finishes the call eagerly (`eager`
 """
 from __future__ import annotations
 
+import functools
 import weakref
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.eager import context as tf_context
 from tensorflow.python.framework.ops import EagerTensor
 
 from gpe.slicer import recursion
@@ -23,6 +25,12 @@ from gpe.slicer.plan import ChannelKind
 from gpe.tfprog.channels import ValueSpec, flatten, matches, spec_of
 from gpe.tfprog.randomness import Collision, draw
 
+
+
+def eager_now() -> bool:
+    """TF's `executing_eagerly()`, read as TF's generated ops read it (every call's path)."""
+    ctx = tf_context._context  # noqa: SLF001 (None until TF made its context)
+    return ctx._thread_local_data.is_eager if ctx is not None else tf_context.executing_eagerly()
 
 
 class GuardError(RuntimeError):
@@ -39,11 +47,25 @@ class EntryGuardFailed(Exception):
         self.name = name
 
 
-def to_components(values, specs: list[ValueSpec], layouts: list, label: str) -> list:
+def to_components(values, channel) -> list:
     """The queue components for `values`, checked against the channel's layouts and specs.
+    Every call's common case (eager tensors of the exact dtypes and shapes of a channel of
+    tensors) is checked on the tensors' dtype enums and shape tuples only.
 
     Python values go as NumPy scalars of the wire dtype: TF's op dispatch converts those in
     C++, while building an EagerTensor in Python stalls behind a running sink."""
+    exact = channel.exact
+    if exact is not None and len(values) == len(exact):
+        for value, (enum, shape) in zip(values, exact):
+            if type(value) is not EagerTensor or value._datatype_enum() != enum or \
+                    value._shape_tuple() != shape:  # noqa: SLF001
+                break
+        else:
+            return values
+    return _components(values, channel.specs, channel.layouts, channel.label)
+
+
+def _components(values, specs: list[ValueSpec], layouts: list, label: str) -> list:
     leaves = []
     for value, layout in zip(values, layouts):
         if layout is None and type(value) is EagerTensor:  # the common case, fast
@@ -100,11 +122,13 @@ class Runtime:
              None if cancel is None else (cancel, plan.channel(cancel).kind))
             for drains, cancel in plan.routes)
 
-    def context(self) -> "CallContext":
-        """A call's context; nothing is sent until its `begin` (which the host program runs
-        inside the `try` whose `finally` runs `finish`: an interrupt between the two
-        cannot leave a call started that nothing cancels)."""
-        return CallContext(self)
+        self.session = variant.session
+        # sites whose check waits for the TF part (the others only move `pos`)
+        self.check_waits = frozenset(i for i, k in enumerate(self.sites) if k in self.waits)
+        # context(): a call's context; nothing is sent until its `begin` (which the host
+        # program runs inside the `try` whose `finally` runs `finish`: an interrupt between
+        # the two cannot leave a call started that nothing cancels)
+        self.context = functools.partial(CallContext, self)
 
 
 class _Flags(dict):
@@ -127,13 +151,14 @@ class CallContext:
     did anything or after its bookkeeping; `pos` moves only once the channel operation
     is done, so that `finish` cancels from where the TF part really is."""
 
-    __slots__ = ("rt", "channels", "pos", "eager", "started", "blocking")
+    __slots__ = ("rt", "channels", "pos", "eager", "started", "session", "blocking")
 
     def __init__(self, rt: Runtime):
         # pos: the last site the host program used (an index into plan.sites)
         self.rt, self.channels, self.pos = rt, None, rt.start_pos
         self.eager = self.started = False
-        self.blocking = rt.variant.session.blocking
+        self.session = rt.session
+        self.blocking = rt.session.blocking  # (a forked child's session has a new one)
 
     def begin(self, entry_values) -> None:
         """Start the call: check and convert the entry values first, so that a mismatch
@@ -141,18 +166,16 @@ class CallContext:
         nothing was sent then) and the part number (it cannot be interrupted once the
         values are sent)."""
         rt = self.rt
-        if not tf.executing_eagerly():  # a trace must not send (nor count) anything
+        if not eager_now():  # a trace must not send (nor count) anything
             raise EntryGuardFailed("called while a graph is being traced")
-        with self.blocking:  # registering (building the sink) is gpe's own set-up: whole
-            registration = rt.variant.registration()
-        session = rt.variant.session
+        registration = rt.variant.registration()  # (registering is a step of its own)
+        session = self.session
         self.channels = registration.channels
         components = None
         if rt.entry is not None:
             channel = registration.channels[rt.entry]
             try:
-                components = to_components(entry_values, channel.specs,
-                                           channel.layouts, channel.label)
+                components = to_components(entry_values, channel)
             except GuardError as exc:
                 raise EntryGuardFailed(str(exc)) from None
             for name, index, constant in rt.folded:
@@ -167,7 +190,7 @@ class CallContext:
                     raise EntryGuardFailed(str(exc)) from None
         with self.blocking:
             if components is not None:
-                registration.channels[rt.entry].send(components)
+                channel.send(components)
             with self.blocking.shield():
                 nested_start = session.nested_start
                 if nested_start is not None:  # run by the caller's TF part: no part number
@@ -259,12 +282,11 @@ class CallContext:
         with self.blocking:
             if value > 0 and channel.specs:
                 try:
-                    components = to_components(values, channel.specs, channel.layouts,
-                                               channel.label)
+                    components = to_components(values, channel)
                 except GuardError as failed:
                     self.pos = site
                     return self._rescue(k, channel, failed)
-                channel.send([_FLAGS[value]] + components)
+                channel.send([_FLAGS[value], *components])
             else:
                 channel.send([_FLAGS[value]] + _zeros(channel))
             self.pos = site
@@ -280,11 +302,12 @@ class CallContext:
     def check(self, site: int) -> None:
         if self.eager:
             return
+        if site not in self.rt.check_waits:  # nothing to wait for: no channel operation
+            self.pos = site
+            return
         with self.blocking:
             self.pos = site
-            k = self.rt.sites[site]
-            if k in self.rt.waits:
-                self.channels[k].wait()
+            self.channels[self.rt.sites[site]].wait()
 
     def finish(self) -> None:
         """The host function is leaving (returned, early or not, or raised): cancel what is

@@ -12,7 +12,7 @@ import inspect
 from typing import Any, Callable
 
 from gpe.host import signature
-from gpe.host.speculation import Assumptions, guard_value
+from gpe.host.speculation import BY_IDENTITY, Assumptions, guard_value
 from gpe.slicer.speculated import compile_test
 
 
@@ -66,17 +66,23 @@ class CallKeys:
 
     def key(self, values: dict) -> tuple:
         """Argument descriptions, and the identity of every object a TF part captured (a
-        rebound global, another `self`, a replaced layer all differ)."""
+        rebound global, another `self`, a replaced layer all differ). On every call's path:
+        each path is resolved as `signature.resolve_split` does, inline, and an object of a
+        type guarded by identity gives its id without a call of `guard_value`."""
         described = self.assumed.describe(values)
         if not self._split and not self._tests:
             return described
-        lookup, resolve = self.lookup, signature.resolve_split
-        key = described + tuple([guard_value(resolve(g, values, lookup))
-                                 for g in self._split])
+        key, missing, by_identity = list(described), signature.MISSING, BY_IDENTITY
+        for root, *attrs in self._split:
+            obj = values[root] if root in values else self.lookup(root)
+            for attr in attrs:
+                obj = getattr(obj, attr, missing)
+            key.append(id(obj) if type(obj) in by_identity else guard_value(obj))
         if not self._tests:
-            return key
-        return key + tuple([("tests", path, outcome(test, resolve(split, values, lookup)))
-                            for path, split, test in self._tests])
+            return tuple(key)
+        lookup, resolve = self.lookup, signature.resolve_split
+        return tuple(key) + tuple([("tests", path, outcome(test, resolve(split, values, lookup)))
+                                   for path, split, test in self._tests])
 
     def key_for(self, args: tuple, kwargs: dict) -> tuple | None:
         """The key of these arguments (None where they do not bind)."""

@@ -33,15 +33,20 @@ class HostChannel:
         self.python = [_PY_TYPES.get(s.type_name) if s.python else None for s in specs or ()]
         if not any(self.python):
             self.python = None
+        # host -> TF, a tensor per value: ((dtype enum, shape), ...), what a value of every
+        # call's common case matches exactly (call.to_components); else None
+        self.exact = tuple((s.dtype.as_datatype_enum, s.shape) for s in specs) if (
+            specs and len(self.layouts) == len(specs) and all(l is None for l in self.layouts)
+            and not any(s.python or s.shape is None for s in specs)) else None
         self._waiting: collections.deque = collections.deque()
         self._lock = threading.Lock()
 
     # host -> TF ---------------------------------------------------------------------
-    def send(self, components: list) -> None:
+    def send(self, components) -> None:
+        """Enqueue one send's components; called inside an atomic step (host/call.py)."""
         try:
-            with self.session.blocking, self.session.waiting(self.label):
-                # blocks only when the queue is full
-                self.session.blocking.enqueue(self.handle, components, self.dtypes)
+            with self.session.waiting(self.label):  # blocks only when the queue is full
+                self.session.blocking.enqueue(self.handle, components)
         except _WOKEN as exc:
             self._woken(exc)
 

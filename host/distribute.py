@@ -17,8 +17,11 @@ def in_replica_context() -> bool:
 
     On every call's path: outside any strategy the thread's strategy stack is empty (TF's
     own `get_replica_context` and `has_strategy` each find that out by catching an
-    IndexError, several microseconds a call)."""
-    stack = ops.get_default_graph()._distribution_strategy_stack  # noqa: SLF001
+    IndexError, several microseconds a call). The stack is read where the graph's
+    `_distribution_strategy_stack` property keeps it (a thread that never entered a
+    strategy has none: the property would make an empty one)."""
+    stack = getattr(ops.get_default_graph()._thread_local,  # noqa: SLF001
+                    "_distribution_strategy_stack", None)
     if not stack:
         return False
     mode = stack[-1]

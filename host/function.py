@@ -21,13 +21,12 @@ from typing import Any, Callable
 
 from tensorflow.python.autograph.core.ag_ctx import control_status_ctx
 from tensorflow.python.autograph.impl.api import tf_convert
-from tensorflow.python.eager.context import executing_eagerly
-from tensorflow.python.eager.record import could_possibly_record
+from tensorflow.python import pywrap_tfe
 
 from gpe.host.builder import Builder, NotBuilt
 from gpe.host.distribute import in_replica_context
 from gpe.host import replicated
-from gpe.host.call import EntryGuardFailed
+from gpe.host.call import EntryGuardFailed, eager_now
 from gpe.host.callkey import CallKeys
 from gpe.host.payoff import COSTS, Building, Payoff, progress
 from gpe.host.signature import text
@@ -42,6 +41,9 @@ replicated.install()  # strategy.run(a sliced function) runs one replicated call
 
 WHOLE_FUNCTION_REFUSALS = frozenset({"generator", "no-source", "unsupported-function",
                                      "unsupported-statement"})
+
+
+_tapes_empty = pywrap_tfe.TFE_Py_TapeSetIsEmpty  # TF's could_possibly_record, negated
 
 
 class SlicedFunction:
@@ -80,7 +82,7 @@ class SlicedFunction:
 
     def __call__(self, *args, **kwargs):
         self.stats_.calls += 1
-        if not executing_eagerly():  # inside a graph being traced: plain TF
+        if not eager_now():  # inside a graph being traced: plain TF
             return self._traced(args, kwargs)
         if self.plain:
             return self._eager(args, kwargs)
@@ -101,14 +103,15 @@ class SlicedFunction:
                 return self._eager(args, kwargs)
             # profile calls run eagerly: a tape sees their ops
             return self._new_key(key, values, args, kwargs)
-        if could_possibly_record():  # a tape watches: it must see this call's ops
+        if not _tapes_empty():  # a tape watches: it must see this call's ops
             self._note("called while a GradientTape is recording", warn=False)
             return self._eager(args, kwargs)
-        if variant.eager_faster:
-            self.stats_.chosen_calls += 1
-            return self._eager(args, kwargs)
-        if variant.timer.timing_eager:
-            return self._timed_eager(variant, start, args, kwargs)
+        if not variant.timer.steady:  # still timed against eager, or runs eagerly
+            if variant.eager_faster:
+                self.stats_.chosen_calls += 1
+                return self._eager(args, kwargs)
+            if variant.timer.timing_eager:
+                return self._timed_eager(variant, start, args, kwargs)
         return self._sliced(key, variant, start, args, kwargs)
 
     # a call of a built variant -------------------------------------------------------
@@ -130,7 +133,8 @@ class SlicedFunction:
             session.exit_call()
             if variant.stale and self.cache.retire(key, variant):
                 self._refuse(key, "values computed during the call keep changing type")
-        variant.timer.sliced_call(start, session.fence)
+        if not variant.timer.steady:
+            variant.timer.sliced_call(start, session.fence)
         return result
 
     def _unpaid(self, args, kwargs):

@@ -31,7 +31,9 @@ import signal
 import threading
 
 import tensorflow as tf
-from tensorflow.python.eager import cancellation, context, execute
+from tensorflow.python import pywrap_tfe
+from tensorflow.python.eager import cancellation, context, core
+from tensorflow.python.framework import ops
 from tensorflow.python.ops import gen_data_flow_ops
 
 # pybind11's report when a signal handler raised while TF built an op's error
@@ -50,6 +52,7 @@ class Interruptible:
         self._previous = None   # the handler gpe's deferring one stands in for
         self._lock = threading.Lock()
         self._manager = cancellation.CancellationManager()
+        self._shield = _Shield(self)
 
     # atomic steps --------------------------------------------------------------------
     def __enter__(self):
@@ -65,7 +68,8 @@ class Interruptible:
     def hold(self) -> None:
         """Enter an atomic step that leaves a deferred SIGINT pending (`unhold`) for a
         later step, or `deliver_pending`, to raise."""
-        self.__enter__()
+        if threading.get_ident() == self.main:
+            self.depth += 1
 
     def unhold(self) -> None:
         if threading.get_ident() == self.main:
@@ -78,8 +82,9 @@ class Interruptible:
 
     def shield(self) -> "_Shield":
         """An atomic step whose waits are not interrupted (a call's cleanup: the TF part
-        must get its cancellation); a SIGINT is raised when it ends."""
-        return _Shield(self)
+        must get its cancellation); a SIGINT is raised when it ends. (One object serves
+        every use: it holds no state of its own.)"""
+        return self._shield
 
     def install_handler(self) -> None:
         """On the main thread, when Python's default SIGINT handler is in place: defer it
@@ -121,19 +126,26 @@ class Interruptible:
                          ("component_types", dtypes, "timeout_ms", -1))
 
     @staticmethod
-    def enqueue(handle, components: list, dtypes: list) -> None:
+    def enqueue(handle, components) -> None:
         """TF's fast path, not cancellable: an enqueue blocks only while the host is a
         queue's capacity ahead of the graph, which frees a place within one call's work
         (a Ctrl-C meanwhile is raised when the step ends); a cancellable enqueue would
-        cost a conversion of each component to a tensor on every send."""
-        gen_data_flow_ops.queue_enqueue_v2(handle, components)
+        cost a conversion of each component to a tensor on every send. Called as the
+        generated op calls it, less its Python wrapper (every call's path)."""
+        ctx = context._context  # noqa: SLF001 (made: a session exists)
+        try:
+            pywrap_tfe.TFE_Py_FastPathExecute(ctx, "QueueEnqueueV2", None, handle,
+                                              components, "timeout_ms", -1)
+        except core._NotOkStatusException as exc:  # noqa: SLF001
+            ops.raise_from_not_ok_status(exc, None)
+        except core._FallbackException:  # noqa: SLF001 (a component the fast path refused)
+            gen_data_flow_ops.queue_enqueue_v2(handle, components)
 
     def _run(self, op: str, outputs: int, inputs: list, attrs: tuple) -> list:
         while True:
             manager = self._manager
             try:
-                return execute.execute_with_cancellation(op, outputs, inputs, attrs,
-                                                         context.context(), manager)
+                return _execute_cancellable(op, outputs, inputs, attrs, manager)
             except tf.errors.CancelledError:
                 if not manager.is_cancelled:  # the queue was closed under the wait
                     raise
@@ -153,6 +165,20 @@ class Interruptible:
                 self._manager = cancellation.CancellationManager()
 
 
+def _execute_cancellable(op: str, outputs: int, inputs: list, attrs: tuple, manager) -> list:
+    """TF's `execute.execute_with_cancellation`, less its Python lookups (every value a
+    host waits for goes through here)."""
+    ctx = context._context or context.context()  # noqa: SLF001
+    handle = ctx._context_handle  # noqa: SLF001 (ctx._handle, once made)
+    if handle is None:
+        handle = ctx._handle  # noqa: SLF001
+    try:
+        return pywrap_tfe.TFE_Py_ExecuteCancelable(handle, ctx._thread_local_data.device_name,
+                                                   op, inputs, attrs, manager._impl, outputs)
+    except core._NotOkStatusException as exc:  # noqa: SLF001
+        raise core._status_to_exception(exc) from None  # noqa: SLF001
+
+
 class _Shield:
     __slots__ = ("blocking",)
 
@@ -160,14 +186,18 @@ class _Shield:
         self.blocking = blocking
 
     def __enter__(self):
-        self.blocking.__enter__()
-        if threading.get_ident() == self.blocking.main:
-            self.blocking.shielded += 1
+        blocking = self.blocking
+        if threading.get_ident() == blocking.main:
+            blocking.depth += 1
+            blocking.shielded += 1
 
     def __exit__(self, *exc):
-        if threading.get_ident() == self.blocking.main:
-            self.blocking.shielded -= 1
-        self.blocking.__exit__(*exc)
+        blocking = self.blocking
+        if threading.get_ident() == blocking.main:
+            blocking.shielded -= 1
+            blocking.depth -= 1
+            if blocking.pending is not None and blocking.depth == 0:
+                blocking._deliver()  # noqa: SLF001
 
 
 def _raise_replacement(exc: RuntimeError) -> None:

@@ -2,7 +2,7 @@
 
 Used by tests and benchmarks to show where TF work ran. `eager_ops()` patches TF's eager
 dispatch points (the generated ops' fast path, `execute.execute` and the cancellable
-`execute.execute_with_cancellation` gpe's waits use) for the duration of a `with` block; `graph_ops(part)` counts the nodes of a TF part's FunctionDef.
+execution gpe's waits use) for the duration of a `with` block; `graph_ops(part)` counts the nodes of a TF part's FunctionDef.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def eager_ops():
     """Yields a Counter of op type -> eager executions inside the block (all threads)."""
     counts: collections.Counter = collections.Counter()
     fast, slow = pywrap_tfe.TFE_Py_FastPathExecute, execute.execute
-    cancellable = execute.execute_with_cancellation
+    cancellable = pywrap_tfe.TFE_Py_ExecuteCancelable  # (handle, device, op_name, ...)
 
     def counted_fast(ctx, op_name, *args, **kwargs):
         if not getattr(_plumbing, "active", False):
@@ -48,17 +48,17 @@ def eager_ops():
             counts[op_name.decode() if isinstance(op_name, bytes) else op_name] += 1
         return slow(op_name, *args, **kwargs)
 
-    def counted_cancellable(op_name, *args, **kwargs):
+    def counted_cancellable(handle, device, op_name, *args):
         counts[op_name] += 1
-        return cancellable(op_name, *args, **kwargs)
+        return cancellable(handle, device, op_name, *args)
 
     pywrap_tfe.TFE_Py_FastPathExecute, execute.execute = counted_fast, counted_slow
-    execute.execute_with_cancellation = counted_cancellable
+    pywrap_tfe.TFE_Py_ExecuteCancelable = counted_cancellable
     try:
         yield counts
     finally:
         pywrap_tfe.TFE_Py_FastPathExecute, execute.execute = fast, slow
-        execute.execute_with_cancellation = cancellable
+        pywrap_tfe.TFE_Py_ExecuteCancelable = cancellable
 
 
 def user_ops(counts: collections.Counter) -> collections.Counter:

@@ -95,7 +95,8 @@ class Session:
 
     def exit_call(self) -> None:
         self._call_owner = None
-        self.blocking.deliver_pending()
+        if self.blocking.pending is not None:  # a Ctrl-C deferred during the call
+            self.blocking.deliver_pending()
 
     def waiting(self, label: str) -> "_Waiting":
         """Around a host operation that may block on the graph (see host.watchdog)."""

@@ -34,7 +34,8 @@ def describe(value: Any, dynamic: bool = False, relaxed: tuple | None = None) ->
         shape = value._shape_tuple()  # noqa: SLF001 (the tuple `.shape` is built from)
         if relaxed is not None and len(relaxed) == len(shape):
             shape = tuple(None if r else d for d, r in zip(shape, relaxed))
-        return ("tensor", _dtype_name(value._datatype_enum()), shape)  # noqa: SLF001
+        enum = value._datatype_enum()  # noqa: SLF001
+        return ("tensor", _DTYPE_NAMES.get(enum) or _dtype_name(enum), shape)
     if cls in _FOLDED and not (dynamic and cls is int):
         return ("constant", cls.__name__, value)
     if isinstance(value, tf.Variable):
@@ -210,7 +211,7 @@ def difference(old: tuple, new: tuple, where: str = "") -> str:
     return f"{where}: expected {text(old)}, got {text(new)}"
 
 
-_MISSING = object()
+MISSING = object()  # an attribute a path names is missing
 
 
 def resolve(path: str, values: dict[str, Any], namespace_lookup) -> Any:
@@ -223,5 +224,5 @@ def resolve_split(parts, values: dict[str, Any], namespace_lookup) -> Any:
     root = parts[0]
     obj = values[root] if root in values else namespace_lookup(root)
     for attr in parts[1:]:
-        obj = getattr(obj, attr, _MISSING)
+        obj = getattr(obj, attr, MISSING)
     return obj

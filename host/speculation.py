@@ -162,8 +162,12 @@ class Assumptions:
 
 def guard_value(obj) -> Any:
     """A captured object's part of the call key: its identity, for a Python number (read
-    by the TF part as a constant) its type and value, for a list its elements' identities."""
-    if type(obj) in FOLDABLE:
+    by the TF part as a constant) its type and value, for a list its elements' identities.
+    On every call's path: an object of a type seen to be guarded by identity is at once."""
+    cls = type(obj)
+    if cls in BY_IDENTITY:
+        return id(obj)
+    if cls in FOLDABLE:
         return (type(obj).__name__, obj)
     if inspect.ismethod(obj):  # made anew on each access: its object and function
         return ("method", id(obj.__self__), id(obj.__func__))
@@ -175,10 +179,15 @@ def guard_value(obj) -> Any:
         return Items(tuple(id(v) for v in obj))
     if type(obj) is dict and len(obj) <= MAX_ITEMS_GUARDED:  # a dict of variables: its
         return Items(tuple((k, id(v)) for k, v in obj.items()))  # keys and elements
+    if cls not in (list, tuple, dict) and not getattr(cls, "_gpe_sliced", False) and \
+            len(BY_IDENTITY) < MAX_TYPES_REMEMBERED:
+        BY_IDENTITY.add(cls)  # every object of this type: its identity (see above)
     return id(obj)
 
 
 MAX_ITEMS_GUARDED = 256
+MAX_TYPES_REMEMBERED = 1024
+BY_IDENTITY: set = set()  # types whose objects guard_value always gives by identity
 
 
 @dataclasses.dataclass(frozen=True)

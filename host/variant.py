@@ -73,6 +73,16 @@ class Variant:
         log.info("%s: %s; the call goes on eagerly", self.owner.__qualname__, reason)
 
     def registration(self) -> Registration:
+        """The part's registration with the session's current sink (registered now, in an
+        atomic step of its own, where it is not: building the sink is gpe's own set-up)."""
+        session = self.session
+        reg = self._registration
+        if reg is not None and reg.generation == session.generation and not session.failed:
+            return reg  # every call's path
+        with session.blocking:
+            return self._register()
+
+    def _register(self) -> Registration:
         session = self.session
         if session.failed:
             session.ensure_healthy()
