@@ -209,9 +209,8 @@ class Session:
             if self.sent > self.acknowledged:
                 self.fence()
             self.last_group = number
-        with self.blocking:
-            gen_data_flow_ops.queue_enqueue_v2(control, [slot])
-            self.sent += 1
+        self.blocking.enqueue(control, [slot])  # inside the call's atomic step
+        self.sent += 1
         if self.sent - self.acknowledged > ACK_BACKLOG:  # keep the acknowledgements short
             self._acknowledge_until(self.acknowledged + ACK_BACKLOG // 2)
 
