@@ -296,6 +296,8 @@ class Session:
         roots.sort(key=lambda m: m.group(1) == "CANCELLED")  # stable: in their order
         text = roots[0].group(2) if roots else core[-1] if core else message
         text = re.sub(r"\s*\[Op:__inference\w*\]$", "", text)
+        # the functions it ran in (a sink traced in Python nests the part in one more)
+        text = re.sub(r"^(\{\{function_node [^}]*\}\}\s*)+", "", text)
         node = re.findall(r"\{\{node ([^}]*)\}\}", message)
         if node:
             text += _eager_op_suffix(node[-1], [part for part, _, _ in self.parts])
