@@ -326,9 +326,11 @@ class Session:
         roots.sort(key=lambda m: m.group(1) == "CANCELLED")  # stable: in their order
         text = roots[0].group(2) if roots else core[-1] if core else message
         text = re.sub(r"\s*\[Op:__inference\w*\]$", "", text)
+        # the functions it ran in (a sink traced in Python nests the part in one more)
+        text = re.sub(r"^(\{\{function_node [^}]*\}\}\s*)+", "", text)
         node = re.findall(r"\{\{node ([^}]*)\}\}", message)
         if node:
-            text += f" [Op:{node[-1].rsplit('/', 1)[-1]}]"
+            text += _eager_op_suffix(node[-1], [part for part, _, _ in self.parts])
         scopes = LINE_SCOPE.findall(node[-1] if node else message)
         where = ""
         if scopes:
@@ -402,6 +404,35 @@ def _index(index: int) -> tf.Tensor:
     if tensor is None:
         tensor = _INDEX_TENSORS.setdefault(index, tf.constant(index, tf.int32))
     return tensor
+
+
+def _eager_op_suffix(node: str, parts: list) -> str:
+    """What eager appends to an op's error: `[Op:Type]`, and ` name: scope/` where the
+    op was made in a name scope of its own (`x[i]`: `[Op:StridedSlice] name: strided_slice/`).
+    The graph names the node; its type is looked up in the parts' graphs and bodies."""
+    last = node.rsplit("/", 1)[-1]
+    kind = _node_type(node, parts)
+    if kind is None:
+        return f" [Op:{last}]"
+    base = re.sub(r"_\d+$", "", last)  # the graph made the name unique; eager does not
+    return f" [Op:{kind}]" + ("" if base == kind else f" name: {base}/")
+
+
+def _node_type(node: str, parts: list) -> str | None:
+    for part in parts:
+        graph = getattr(part.function, "graph", None)
+        if graph is None:
+            continue
+        try:
+            return graph.get_operation_by_name(node).type
+        except (KeyError, ValueError):
+            pass
+        for fn in getattr(graph, "_functions", {}).values():
+            definition = getattr(fn, "definition", None) or getattr(fn, "cached_definition", None)
+            for n in getattr(definition, "node_def", ()):
+                if n.name == node:
+                    return n.op
+    return None
 
 
 class _Waiting:

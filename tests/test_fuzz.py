@@ -74,3 +74,72 @@ def test_a_program_that_never_ends_eagerly_is_broken_not_a_gpe_hang():
     assert result.status == "broken", result
     assert "did not end eagerly" in result.detail
     assert waited < 60, f"waited {waited:.0f} s: the gpe time limit, not the eager one"
+
+
+# planted findings: each program differs from eager only when it runs under gpe (the
+# harness loads it as a module named gpe_fuzz_gpe_N), in one way each; one worker process
+# runs them all in a row, as a long run does, and must report each with its seed, replace
+# itself after the hang and the crash, and go on giving the right answer
+PLANTED = """\
+import os
+import time
+import tensorflow as tf
+
+LOG = []
+V_s = tf.Variable(0.5)
+under_gpe = "_gpe_" in __name__  # lower case: not compared
+
+
+def main(x, n, flag, scale):
+    t = tf.reduce_sum(x * 2.0) + V_s
+    V_s.assign_add(tf.reduce_max(x))
+    LOG.append(n)
+    if under_gpe and len(LOG) == 5:  # the last call
+        {plant}
+    return t
+"""
+PLANTS = {
+    "same": ("pass", "same", ""),
+    "diff": ("V_s.assign_add(1.0)", "diff", "variable V_s"),
+    "gpe_error": ("raise KeyError('planted')", "gpe_error", "KeyError"),
+    "hang": ("time.sleep(3600)", "hang", "no answer in 20 s under gpe"),
+    "crash": ("os._exit(7)", "gpe_error", "crash: the worker died under gpe (exit status 7)"),
+}
+ARGS = [([0.5, 1.0, 1.5], 1, False, 0.5)] * 2 + [([0.25, -1.0, 1.5], 2, True, 0.5)] * 3
+
+
+@pytest.mark.timeout(600)
+def test_planted_findings_are_caught_by_one_worker_in_a_row():
+    worker = Worker(recycle=100)
+    pids, results = [], {}
+    try:
+        # a generated seed before, between and after the planted ones: the worker's state
+        # after each finding does not change the next program's result
+        order = ["same", 0, "diff", "gpe_error", 1, "hang", 2, "crash", 3]
+        for number, item in enumerate(order):
+            if isinstance(item, int):
+                results[item] = worker.request({"seed": item}, timeout=90)
+            else:
+                source = PLANTED.replace("{plant}", PLANTS[item][0])
+                results[item] = worker.request({"source": source, "args": ARGS,
+                                                "seed": 900 + number}, timeout=20)
+            pids.append(worker.proc.pid if worker.proc else None)
+    finally:
+        worker.stop()
+    for name, (_, status, detail) in PLANTS.items():
+        result = results[name]
+        assert result.status == status, (name, result)
+        assert detail in result.detail, (name, result.detail[:800])
+        assert result.seed == 900 + order.index(name), result
+    assert results["same"].graph_calls >= 2, results["same"]  # sliced, not eager fallback
+    # the hang's worker was killed and a new one served seed 2; the crash's likewise seed 3
+    assert pids[order.index("hang")] is None and pids[order.index("crash")] is None, pids
+    assert len({p for p in pids if p}) == 3, pids
+    for seed in range(4):
+        assert results[seed].status == "same", results[seed]
+    # seed 1 ran in the worker that had run three planted programs (a diff and an error
+    # among them): what it did there is what it does in a fresh process
+    (alone,) = run_seeds([1], timeout=90, recycle=1)
+    assert (results[1].status, results[1].graph_calls, results[1].helper_graph_calls,
+            results[1].calls) == (alone.status, alone.graph_calls, alone.helper_graph_calls,
+                                  alone.calls)

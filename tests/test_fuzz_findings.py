@@ -371,3 +371,60 @@ def test_seed3247_augmented_assignment_inside_a_host_try_reads_its_target():
     # (caught), and its first call is a profile call
     check(make, [(X, 1), (X, 1), (X * 2.0, 1), (X, 2), (-X, 2)], graph_calls=3,
           host_ops_allowed=frozenset({"GatherV2", "Min", "AddV2"}))
+
+
+# seed 10432: an index out of range, from a value the host computed mid-call ----------------
+# `s7 = x[int(V_i) % 4]` (s7 never used): a StridedSlice whose index reaches the graph at run
+# time can fail on its value, but the part did not count it among the ops that can fail, so
+# nothing waited for it: the graph pruned the unused slice (eager raises InvalidArgumentError,
+# gpe returned a value), and a used one could fail after a later variable write had run.
+def test_seed10432_unused_slice_with_an_index_from_the_host_still_raises():
+    def make(log):
+        v = tf.Variable(0)
+
+        def main(x, n):
+            s = tf.reduce_sum(x) * float(n)
+            unused = x[int(v) % 4]  # noqa: F841
+            v.assign_add(int(v) % 4 + 1)
+            return s
+        return main, {"v": v}
+    # `int(v)` reads the variable on the host
+    check(make, [(X, 1)] * 6, graph_calls=5, host_ops_allowed=frozenset({"ReadVariableOp"}))
+
+
+def test_a_failing_slice_stops_the_variable_write_after_it():
+    def make(log):
+        v = tf.Variable(0)
+        w = tf.Variable(1.0)
+
+        def main(x, n):
+            i = int(v) + n
+            v.assign_add(1)
+            y = x[i] * 2.0
+            w.assign_add(1.0)
+            log.append(n)
+            return y + w
+        return main, {"v": v, "w": w}
+    check(make, [(X, 0)] * 5, graph_calls=4, host_ops_allowed=frozenset({"ReadVariableOp"}))
+
+
+# A loop the host decides (`for i in tf.range(n)`) whose body can fail (`x[i]`): the While
+# was never noted as failing (the ops after it are traced inside the next gate's cond), and
+# a gate dropped the failing ops before it from the ones the host must wait for: the
+# host's `log.append(n)` after the loop ran before the loop's error reached it.
+def test_a_failing_slice_in_a_tensor_loop_stops_the_write_after_the_loop():
+    def make(log):
+        w = tf.Variable(1.0)
+
+        def main(x, n):
+            total = tf.constant(0.0)
+            for i in tf.range(n):
+                total += x[i]
+            w.assign_add(total)
+            log.append(n)
+            return total
+        return main, {"w": w}
+    # the host iterates over the tensor `tf.range(n)`: a StridedSlice each iteration
+    check(make, [(X, tf.constant(2)), (X, tf.constant(3)), (X, tf.constant(4)),
+                 (X, tf.constant(1)), (X, tf.constant(5))], graph_calls=4,
+          host_ops_allowed=frozenset({"StridedSlice"}))

@@ -2,6 +2,8 @@
 those before its next statement; an effect after them is ordered after them)."""
 from __future__ import annotations
 
+from tensorflow.python.framework import tensor_util
+
 # Ops that can fail on the values they get. Shapes into the graph are exact where known,
 # so shape errors are found when tracing; where a shape is unknown (a value computed on
 # the host mid-call) any op but a few element-wise ones may fail on it too.
@@ -17,6 +19,11 @@ _FAILS_ON_VALUES = frozenset({
 # Output ops: the host waits for them as for ops that can fail, so what they write keeps
 # its place among the host's output (tf.print, as eagerly).
 _FAILS_ON_VALUES |= frozenset({"PrintV2", "Print", "WriteFile"})
+# Ops that fail on an index out of range (StridedSlice: only where it takes an element,
+# `x[i]`; a range `x[i:j]` is clipped): tracing checks a constant index against a known
+# shape, so only an index that reaches the graph at run time (from the host, a loop
+# counter) can fail. By op: the inputs that are indices.
+_FAILS_ON_INDEX = {"StridedSlice": (1, 2, 3), "Slice": (1, 2)}
 _INTEGER_DIVISION = frozenset({"Div", "FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod"})
 _SHAPE_SAFE = frozenset({
     "Identity", "Cast", "Const", "NoOp", "Neg", "Abs", "Exp", "Log", "Relu", "Tanh", "Sigmoid",
@@ -28,6 +35,9 @@ def can_fail(op) -> bool:
     """Whether running `op` can raise on the values it gets (beyond what tracing checked)."""
     if op.type in _FAILS_ON_VALUES:
         return True
+    if op.type in _FAILS_ON_INDEX:
+        return _index_can_fail(op.type, op.get_attr, [
+            tensor_util.constant_value(op.inputs[i]) is None for i in _FAILS_ON_INDEX[op.type]])
     if op.type in _FUNCTION_ATTRS:
         return any(_body_can_fail(op.graph, name, set()) for name in _bodies_of(op))
     if op.type in _INTEGER_DIVISION:
@@ -55,6 +65,14 @@ def _bodies_of(op) -> list[str]:
     return names
 
 
+def _index_can_fail(kind: str, attr, varies: list[bool]) -> bool:
+    """Whether an op of `_FAILS_ON_INDEX` can fail: an index input not constant (`varies`),
+    and for a StridedSlice, one that takes an element (`attr`: the op's attributes)."""
+    if not any(varies):
+        return False
+    return kind != "StridedSlice" or bool(attr("shrink_axis_mask")) or varies[2]
+
+
 def _body_can_fail(graph, name: str, seen: set) -> bool:
     """Whether the function `name` (a body of a control-flow or call op) has an op that can
     fail on its values; unknown functions are assumed to fail."""
@@ -65,8 +83,13 @@ def _body_can_fail(graph, name: str, seen: set) -> bool:
     definition = getattr(fn, "definition", None) if fn is not None else None
     if definition is None:
         return True
+    constants = {node.name for node in definition.node_def if node.op == "Const"}
     for node in definition.node_def:
         if node.op in _FAILS_ON_VALUES:
+            return True
+        if node.op in _FAILS_ON_INDEX and _index_can_fail(
+                node.op, lambda key, node=node: node.attr[key].i,
+                [node.input[i].split(":")[0] not in constants for i in _FAILS_ON_INDEX[node.op]]):
             return True
         for attr in _FUNCTION_ATTRS.get(node.op, ()):
             value = node.attr[attr]

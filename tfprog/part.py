@@ -126,7 +126,9 @@ class _TraceRuntime:
             flag, *leaves = self._receive(queues[index], self.specs[index], [tf.int32])
         values = unflatten(self.layouts[index], leaves)
         self._note_failing_ops()
-        outer, self.unchecked = self.unchecked, []
+        # the rest runs after them (the cond's control inputs), but the host has not waited
+        # for them: they stay unchecked in it, so its next check waits for them
+        outer = list(self.unchecked)
 
         def stop():
             return self.end(carried, False)
@@ -229,6 +231,7 @@ class _TraceRuntime:
             out = tf.while_loop(lambda flag, *_: tf.equal(flag, 1), step, start,
                                 shape_invariants=invariants, parallel_iterations=1)
         self.unchecked = outer
+        self._note_failing_ops()  # the While: it fails where its body can
         flag, *values = out if isinstance(out, (list, tuple)) else (out,)
         carried_out = values[n:]
         if rescue is not None:
@@ -245,6 +248,7 @@ class _TraceRuntime:
         out = tf.switch_case(flag + 1, [lambda: self.end(carried, False),
                                         lambda: orelse(*carried), lambda: then(*carried)])
         self.unchecked = outer
+        self._note_failing_ops()  # the Case: it fails where a branch can
         return tuple(out)
 
     def proceed(self, alive, rest: Callable, carried: tuple):

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -332,9 +333,10 @@ def serve() -> None:
 
 
 class Worker:
-    """One child process serving requests, replaced after a hang (or every `recycle`)."""
+    """One child process serving requests, replaced after a hang or a crash, and after
+    every `recycle` requests (to bound what a long run leaks)."""
 
-    def __init__(self, wait_timeout: float = 30.0, recycle: int = 25):
+    def __init__(self, wait_timeout: float = 30.0, recycle: int = 100):
         self.wait_timeout, self.recycle = wait_timeout, recycle
         self.proc = None
         self.served = 0
@@ -353,15 +355,15 @@ class Worker:
                                      text=True, bufsize=1)
         self.served = 0
         line = self._readline(120)
-        if line is None:
+        if not line:
             raise RuntimeError(f"fuzz worker did not start; see {self.stderr.name}")
 
     def _readline(self, timeout: float) -> str | None:
+        """The worker's next line; None after `timeout` seconds; "" at its end (it died)."""
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         if not ready:
             return None
-        line = self.proc.stdout.readline()
-        return line or None
+        return self.proc.stdout.readline()
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -376,7 +378,7 @@ class Worker:
                 ) -> Result:
         """Run one request: the eager run gets `eager_timeout` seconds (default: half of
         `timeout`), the run under gpe `timeout` seconds more."""
-        if self.proc is None or self.served >= self.recycle:
+        if self.proc is None or self.proc.poll() is not None or self.served >= self.recycle:
             self.stop()
             self.start()
         self.served += 1
@@ -386,22 +388,35 @@ class Worker:
         self.proc.stdin.write(json.dumps(dict(payload, timeout=eager_timeout + timeout)) + "\n")
         self.proc.stdin.flush()
         line = self._readline(eager_timeout)
-        eager_ended = line is not None and "eager_seconds" in json.loads(line)
+        eager_ended = bool(line) and "eager_seconds" in json.loads(line)
         if eager_ended:
             line = self._readline(timeout)
-        if line is not None:
+        if line:
             return Result(**json.loads(line))
-        died = self.proc.poll() is not None
+        return self._failed(payload, line == "", eager_ended, eager_timeout, timeout,
+                            position, start)
+
+    def _failed(self, payload: dict, died: bool, eager_ended: bool, eager_timeout: float,
+                timeout: float, position: int, start: float) -> Result:
+        """The result of a request the worker did not answer: it died (its output ended: a
+        crash) or it ran out of time (a hang); killed and replaced either way."""
+        if died:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(10)
+            code = self.proc.poll()
+            died_how = (f"signal {signal.Signals(-code).name}" if code is not None and code < 0
+                        else f"exit status {code}")
         with open(self.stderr.name) as f:
             f.seek(position)
             tail = f.read()[-6000:]
         self.stop()
         if not eager_ended:  # not gpe's doing
-            status, what = "broken", ("the worker died in the eager run" if died else
-                                      f"the program did not end eagerly in {eager_timeout:.0f} "
-                                      "s (a generator bug, not a gpe hang)")
+            status, what = "broken", (
+                f"the worker died in the eager run ({died_how})" if died else
+                f"the program did not end eagerly in {eager_timeout:.0f} s (a generator bug, "
+                "not a gpe hang)")
         elif died:
-            status, what = "gpe_error", "the worker died under gpe"
+            status, what = "gpe_error", f"crash: the worker died under gpe ({died_how})"
         else:
             status, what = "hang", f"no answer in {timeout:.0f} s under gpe (eager ended)"
         seed = payload.get("seed")
@@ -410,9 +425,11 @@ class Worker:
                       seconds=time.perf_counter() - start)
 
 
-def run_seeds(seeds, timeout: float = 90.0, calls: int = 6, progress=None) -> list[Result]:
-    """Each seed in a child process (one child for many seeds; a new one after a hang)."""
-    worker = Worker()
+def run_seeds(seeds, timeout: float = 90.0, calls: int = 6, progress=None,
+              recycle: int = 100) -> list[Result]:
+    """Each seed in a child process (one child for `recycle` seeds; a new one after a hang
+    or a crash)."""
+    worker = Worker(recycle=recycle)
     results = []
     try:
         for seed in seeds:

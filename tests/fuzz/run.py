@@ -37,13 +37,13 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def run_parallel(seeds: list[int], jobs: int, timeout: float, calls: int,
-                 report) -> list[Result]:
+                 report, recycle: int = 100) -> list[Result]:
     queue = collections.deque(seeds)
     lock = threading.Lock()
     results: list[Result] = []
 
     def loop():
-        worker = Worker()
+        worker = Worker(recycle=recycle)
         try:
             while True:
                 with lock:
@@ -107,6 +107,9 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--calls", type=int, default=6)
     parser.add_argument("--timeout", type=float, default=90.0, help="seconds a program")
+    parser.add_argument("--recycle", type=int, default=100,
+                        help="programs a worker process runs before it is replaced "
+                             "(1: a fresh process for each program)")
     parser.add_argument("--json", help="write every result to this file (JSON lines)")
     parser.add_argument("--minimise", action="store_true", help="shrink each finding")
     parser.add_argument("--quiet", action="store_true")
@@ -125,7 +128,7 @@ def main(argv=None) -> int:
             print(f"... {done}/{len(seeds)}", flush=True)
 
     start = time.perf_counter()
-    results = run_parallel(seeds, args.jobs, args.timeout, args.calls, report)
+    results = run_parallel(seeds, args.jobs, args.timeout, args.calls, report, args.recycle)
     print(summary(results, time.perf_counter() - start))
     if args.minimise:
         if __package__ in (None, ""):
