@@ -185,7 +185,7 @@ class CallContext:
                                            f"{constant!r}, got {value!r}", name)
             if rt.seeds:  # as eager's random ops draw them (the call runs sliced now)
                 try:
-                    components.append(draw(rt.seeds))
+                    components = (*components, draw(rt.seeds))  # (a tuple: to_components)
                 except Collision as exc:
                     raise EntryGuardFailed(str(exc)) from None
         with self.blocking:
