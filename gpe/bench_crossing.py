@@ -60,8 +60,9 @@ def _floors(x, send_only, plus_one):
     entry, part, session = _channel(send_only, ChannelKind.ENTRY)
     rt_entry, rt_part, _ = _channel(plus_one, ChannelKind.ENTRY)
     result, _, _ = _channel(plus_one, ChannelKind.OUTPUT)
-    control = session.control.queue_ref
-    part, rt_part = tf.constant(part, tf.int32), tf.constant(rt_part, tf.int32)
+    # each part's sink (host/sinks.py): its control queue and its slot there
+    _, control, part = session.routes[part]
+    _, rt_control, rt_part = session.routes[rt_part]
 
     def sent(n):  # the session counts the calls it sent (its fence waits for them)
         with session.blocking:
@@ -77,7 +78,7 @@ def _floors(x, send_only, plus_one):
     def round_trip(n):
         for _ in range(n):
             gen_data_flow_ops.queue_enqueue_v2(rt_entry, [x])
-            gen_data_flow_ops.queue_enqueue_v2(control, [rt_part])
+            gen_data_flow_ops.queue_enqueue_v2(rt_control, [rt_part])
             float(gen_data_flow_ops.queue_dequeue_v2(result, [tf.float32])[0])
         sent(n)
     return send, round_trip

@@ -360,8 +360,9 @@ class _Inferer:
         arg_kinds = [Kind.PY_SCALAR if path else anno.get(a, Key.KIND)
                      for a, path in zip(sites, sent)]
         objects = [MISSING if path else self.object_of(a) for a, path in zip(sites, sent)]
-        if any(k not in CALLEE_ARG_KINDS and o is MISSING for k, o in zip(arg_kinds, objects)):
-            return None  # a host value the callee would get (its analysis would say so)
+        if not any(k in TF_KINDS for k in arg_kinds) and all(o is MISSING for o in objects) \
+                and any(k not in CALLEE_ARG_KINDS for k in arg_kinds):
+            return None  # no TF value or object, and a host value the callee would get
         constants = [bool(anno.get(a, Key.CONSTANT)) for a in sites]
         judged = self.callee(fn, arg_kinds, self.facts, objects, constants)
         reads = judged and callsites.reads(self, judged.reads, sites)
