@@ -187,18 +187,19 @@ class Session:
              generation: int) -> None:
         use_exact_arithmetic_on_this_thread()
         _sink_thread.inside = True  # it runs the calls: it never waits for them
-        if previous is not None:
-            previous.join()
-        if self.failed:
-            return
         try:
-            sink()
+            if previous is not None:
+                previous.join()
+            if not self.failed:
+                sink()
         except Exception as exc:  # an error inside a TF part: wake every waiting host op
             with self._lock:
                 if generation == self.generation:
                     self._fail(exc)
                 else:  # a sink of a generation that failed already (its queues are gone)
                     log.debug("a sink of generation %d ended: %s", generation, exc)
+        finally:  # (a thread that ran a sink may do other work after: it fences again)
+            _sink_thread.inside = False
 
     # calls --------------------------------------------------------------------------
     def start_call(self, index: int) -> None:

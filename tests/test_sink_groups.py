@@ -61,10 +61,6 @@ def test_adding_the_kth_part_costs_what_adding_the_second_did(monkeypatch):
     assert len(groups) >= 3, groups
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "after merging sink groups with the fence changes (session 6): passes alone, differs in "
-    "the full suite (the value read before the calls is stale: a fence not taken?); a silent "
-    "difference, cause not found"))
 def test_calls_alternating_between_groups_keep_eager_order():
     v = tf.Variable(1.0)
 

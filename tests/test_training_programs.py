@@ -374,10 +374,6 @@ def test_a_keras_loss_on_a_value_the_host_computed_mid_call_runs_sliced():
         check(make, [(X, Y)] * 5)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "passes alone and on wip-train; in the full suite after session 6's merges a weight ends "
-    "different from eager's (order-dependent: the same stale-read class as test_sink_groups' "
-    "alternating test?), cause not found"))
 def test_a_conv_training_step_is_bit_identical():
     """With oneDNN on (TF's default on x86) its layout pass merged the graph's BiasAddGrad
     into the Conv2DBackpropFilter reading the same gradient (another summation order): the
