@@ -28,6 +28,7 @@ from gpe.host.distribute import in_replica_context
 from gpe.host import replicated
 from gpe.host.call import EntryGuardFailed, eager_now
 from gpe.host.callkey import CallKeys
+from gpe.host.oracle import keras_layer_class
 from gpe.host.payoff import COSTS, Building, Payoff, progress
 from gpe.host.signature import text
 from gpe.host.speculation import Assumptions, profiled_before, refolded
@@ -349,7 +350,7 @@ class SlicedFunction:
     def __get__(self, obj, objtype=None):
         if obj is None:
             return self
-        if self.auto and self.__name__ == "__call__" and _keras_layer(type(obj)):
+        if self.auto and self.__name__ == "__call__" and keras_layer_class(type(obj)):
             return types.MethodType(self.fn, obj)  # Keras's __call__ machinery: as Python
         return _BoundSliced(self, obj)
 
@@ -362,19 +363,6 @@ class SlicedFunction:
                 f"Can't pickle {self.fn!r}: it's not found as {self.__module__}."
                 f"{self.__qualname__}")
         return _resolve, (self.__module__, self.__qualname__)
-
-
-_KERAS_LAYER: dict[type, bool] = {}
-
-
-def _keras_layer(cls: type) -> bool:
-    """Whether `cls` is a Keras layer or model (by its classes' modules; cached per class)."""
-    known = _KERAS_LAYER.get(cls)
-    if known is None:
-        known = _KERAS_LAYER[cls] = any(
-            c.__module__.startswith(("keras.", "tf_keras.")) and c.__name__ == "Layer"
-            for c in cls.__mro__)
-    return known
 
 
 class _BoundSliced:

@@ -138,6 +138,20 @@ def _top(module_name: str) -> str:
     return module_name.split(".", 1)[0]
 
 
+_KERAS_LAYER_CLASS: dict[type, bool] = {}
+
+
+def keras_layer_class(cls: type) -> bool:
+    """Whether `cls` is a Keras layer or model class, of Keras 3 or of tf_keras (by its
+    classes' modules: tf_keras need not be imported; cached per class)."""
+    known = _KERAS_LAYER_CLASS.get(cls)
+    if known is None:
+        known = _KERAS_LAYER_CLASS[cls] = any(
+            c.__module__.startswith(("keras.", "tf_keras.")) and c.__name__ == "Layer"
+            for c in cls.__mro__)
+    return known
+
+
 def _is_keras_variable(obj: Any) -> bool:
     return keras is not None and isinstance(obj, keras.Variable)
 

@@ -14,8 +14,17 @@ import gast
 from gpe.slicer import anno
 from gpe.slicer.anno import Key
 from gpe.slicer.chains import chain_root, dotted, is_static, user_code
-from gpe.slicer.facts import Kind
+from gpe.slicer.facts import CALLEE_ARG_KINDS, TF_KINDS, Kind
 from gpe.slicer.parser import MISSING
+
+
+def judged(arg_kinds: list[Kind], objects: list) -> bool:
+    """Whether a call of a user function may be judged as a callee at all: it is given a
+    TF value or an object, or only values a callee can take in the TF part (NumPy data,
+    numbers: the classic `linear_regression(X)` on NumPy globals). A call given some other
+    host value and neither of the first two stays on the host unjudged."""
+    return any(k in TF_KINDS for k in arg_kinds) or any(o is not MISSING for o in objects) \
+        or all(k in CALLEE_ARG_KINDS for k in arg_kinds)
 
 
 def target(inf, node: gast.Call) -> tuple | None:

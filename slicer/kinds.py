@@ -18,7 +18,7 @@ import gast
 
 from gpe.slicer import anno, callsites, fnargs
 from gpe.slicer.anno import Key
-from gpe.slicer.facts import (CALLEE_ARG_KINDS, CONSTANT_BUILTINS, MATERIALIZE_METHODS,
+from gpe.slicer.facts import (CONSTANT_BUILTINS, MATERIALIZE_METHODS,
                               META_ATTRIBUTES, STRUCTURAL_BUILTINS, TF_KINDS,
                               VARIABLE_EFFECT_METHODS, Facts, Kind)
 from gpe.slicer.chains import (CAPTURABLE as _CAPTURABLE, bound_names, chain_root,
@@ -360,9 +360,8 @@ class _Inferer:
         arg_kinds = [Kind.PY_SCALAR if path else anno.get(a, Key.KIND)
                      for a, path in zip(sites, sent)]
         objects = [MISSING if path else self.object_of(a) for a, path in zip(sites, sent)]
-        if not any(k in TF_KINDS for k in arg_kinds) and all(o is MISSING for o in objects) \
-                and any(k not in CALLEE_ARG_KINDS for k in arg_kinds):
-            return None  # no TF value or object, and a host value the callee would get
+        if not callsites.judged(arg_kinds, objects):
+            return None
         constants = [bool(anno.get(a, Key.CONSTANT)) for a in sites]
         judged = self.callee(fn, arg_kinds, self.facts, objects, constants)
         reads = judged and callsites.reads(self, judged.reads, sites)
