@@ -55,7 +55,7 @@ def _explain(args) -> int:
 
 
 def _run(args) -> int:
-    from gpe.run import report, run_script
+    from gpe.run import print_script_error, report, run_script
     if args.script is None:
         args.parser.error("the following arguments are required: SCRIPT")
     _file(args.script)
@@ -66,6 +66,9 @@ def _run(args) -> int:
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code not in (None, 0) and not isinstance(exc.code, int):
             print(exc.code, file=sys.stderr)
+    except Exception as exc:  # the script's error, told as Python would tell it
+        print_script_error(exc, args.script)
+        status = 1
     finally:
         if args.report:
             print(report(), file=sys.stderr)

@@ -19,6 +19,7 @@ import inspect
 import os
 import sys
 import sysconfig
+import traceback
 import types
 import weakref
 from typing import Callable
@@ -130,6 +131,43 @@ def run_script(path: str, argv: list[str]) -> None:
                          **{DECORATOR: auto})
     sys.modules["__main__"] = main
     exec(code, main.__dict__)
+
+
+def print_script_error(exc: BaseException, path: str) -> None:
+    """Print the error that ended script `path` as `python SCRIPT` prints it: gpe's own
+    frames left out (those that started the script and those of the sliced functions it
+    called, as TensorFlow leaves its frames out of a tf.function's tracebacks); a syntax
+    error in the script as Python reports one. An error raised inside gpe itself keeps
+    every frame, as does GPE_FULL_TRACEBACK=1."""
+    if isinstance(exc, SyntaxError) and exc.filename == os.path.abspath(path):
+        traceback.print_exception(type(exc), exc, None)
+        return
+    told = traceback.TracebackException.from_exception(exc)
+    if os.environ.get("GPE_FULL_TRACEBACK", "0") == "0":
+        _drop_our_frames(told, os.path.abspath(path), set())
+    print("".join(told.format()), end="", file=sys.stderr)
+
+
+def _drop_our_frames(told: traceback.TracebackException, path: str, seen: set) -> None:
+    """From the script's first frame on, without gpe's frames (unless it raised there)."""
+    if id(told) in seen:
+        return
+    seen.add(id(told))
+    ours = tuple(os.path.dirname(m.__file__) + os.sep for m in _PACKAGES())
+    frames = list(told.stack)
+    start = next((i for i, f in enumerate(frames) if f.filename == path), 0)
+    if frames and not frames[-1].filename.startswith(ours):  # raised outside gpe
+        told.stack = traceback.StackSummary.from_list(
+            [f for f in frames[start:] if not f.filename.startswith(ours)])
+    for chained in (told.__cause__, told.__context__):
+        if chained is not None:
+            _drop_our_frames(chained, path, seen)
+
+
+def _PACKAGES():  # noqa: N802 (gpe's four packages: the folders of its own frames)
+    import gpe
+    from gpe import host, slicer, tfprog
+    return gpe, host, slicer, tfprog
 
 
 _EAGER_COUNTS = (  # why a call ran eagerly, besides the fallback notes: every one is told

@@ -356,3 +356,30 @@ def test_gpe_run_slices_a_tf_module_call(tmp_path):
     assert "Dense.__call__" in report  # wrapped: a module's forward pass
     assert "Schedule" not in report and "Scale.__call__" not in report
     assert_every_eager_call_explained(report)
+
+
+FAILING = """
+import helper
+
+def train():
+    try:
+        helper.go()
+    except KeyError as exc:
+        raise RuntimeError("wrapped") from exc
+
+train()
+"""
+
+
+def test_an_error_in_the_script_is_told_as_python_tells_it(tmp_path):
+    """The script's traceback as `python SCRIPT` prints it (gpe's frames, those that started
+    the script and those of the functions it wrapped, left out); a syntax error likewise."""
+    (tmp_path / "helper.py").write_text("def go():\n    raise KeyError('deep')\n")
+    (tmp_path / "fails.py").write_text(textwrap.dedent(FAILING))
+    (tmp_path / "typo.py").write_text("def f(x)\n    return x\n")
+    for script in ("fails.py", "typo.py"):
+        plain = run([sys.executable, script], tmp_path)
+        sliced = run([sys.executable, "-m", "gpe.cli", "run", script], tmp_path)
+        assert plain.returncode == 1 and plain.stderr.startswith(("Traceback", "  File"))
+        # (gpe imports TensorFlow, whose C++ start-up lines come first on stderr)
+        assert sliced.returncode == 1 and sliced.stderr.endswith("\n" + plain.stderr), script
