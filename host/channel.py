@@ -27,6 +27,10 @@ class HostChannel:
         self.queue, self.handle, self.session = queue, queue.queue_ref, session
         self.layouts = layouts or []  # host->TF: how the values split into components
         self.dtypes, self.specs, self.label = dtypes, specs, label
+        # a wait on this channel, as the watchdog sees it: made once (every call's path; a
+        # channel's operations never overlap: sends come from the call's thread, receives
+        # hold the channel's lock)
+        self._blocked = session.waiting(label)
         self.dtype = specs[0].dtype if specs else tf.bool
         # TF -> host: Python values among the values (see tfprog.part.output): received at
         # once and given back as Python bools, ints and floats
@@ -45,7 +49,7 @@ class HostChannel:
     def send(self, components) -> None:
         """Enqueue one send's components; called inside an atomic step (host/call.py)."""
         try:
-            with self.session.waiting(self.label):  # blocks only when the queue is full
+            with self._blocked:  # blocks only when the queue is full
                 self.session.blocking.enqueue(self.handle, components)
         except _WOKEN as exc:
             self._woken(exc)
@@ -66,7 +70,7 @@ class HostChannel:
             while self._waiting:
                 self._pull_one()
             try:
-                with self.session.waiting(self.label):
+                with self._blocked:
                     leaves = self.session.blocking.dequeue(self.handle, self.dtypes)
             except _WOKEN as exc:
                 self._woken(exc)
@@ -87,7 +91,7 @@ class HostChannel:
     def _pull_one(self) -> None:
         """Dequeue the oldest pending value (inside an atomic step: host/interrupt.py)."""
         try:
-            with self.session.waiting(self.label):
+            with self._blocked:
                 value = self.session.blocking.dequeue(self.handle, self.dtypes)
         except _WOKEN as exc:
             self._woken(exc)

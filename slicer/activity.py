@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import gast
 
-from gpe.slicer import anno, bindings, scope
+from gpe.slicer import anno, bindings, nodes, scope
 from gpe.slicer.anno import Key
 from gpe.slicer.hoist import is_tf_with
 
 
 def resolve(fn: gast.FunctionDef) -> None:
-    local = {a.id for a in gast.walk(fn.args) if isinstance(a, gast.Name)}
+    local = {a.id for a in nodes.walk(fn.args) if isinstance(a, gast.Name)}
     local |= {n.id for n in scope.walk(fn) if isinstance(n, gast.Name)
               and isinstance(n.ctx, (gast.Store, gast.Del))}
     for stmt in fn.body:
@@ -81,7 +81,7 @@ def _collect(node: gast.AST, reads: set, writes: set, nested: bool) -> None:
     inner = nested or isinstance(node, (gast.FunctionDef, gast.Lambda, gast.ClassDef))
     if isinstance(node, (gast.Global, gast.Nonlocal)):
         return
-    for child in gast.iter_child_nodes(node):
+    for child in nodes.children(node):
         _collect(child, reads, writes, inner)
 
 
@@ -99,7 +99,7 @@ def _mutated_roots(node: gast.AST):
     root = _mutated_root(node)
     if root is not None:
         yield root
-    for child in gast.iter_child_nodes(node):
+    for child in nodes.children(node):
         yield from _mutated_roots(child)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import gast
 
-from gpe.slicer import scope
+from gpe.slicer import nodes, scope
 
 
 def flow(stmts: list[gast.stmt], bound: frozenset) -> tuple[set[str], frozenset]:
@@ -62,7 +62,7 @@ def _statement(stmt: gast.stmt, bound: frozenset) -> tuple[set[str], frozenset]:
         return reads | body, bound | names  # a context manager may swallow an exception
     reads = loads(stmt) - bound
     if isinstance(stmt, gast.Delete):
-        return reads, bound - {n.id for t in stmt.targets for n in gast.walk(t)
+        return reads, bound - {n.id for t in stmt.targets for n in nodes.walk(t)
                                if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Del)}
     return reads, bound | _surely_bound(stmt)
 

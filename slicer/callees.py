@@ -23,7 +23,7 @@ from typing import Any, Callable, NamedTuple
 
 import gast
 
-from gpe.slicer import anno, recursion, speculated
+from gpe.slicer import anno, nodes, recursion, speculated
 from gpe.slicer.anno import Key
 from gpe.slicer.errors import Refusal
 from gpe.slicer.facts import CALLEE_ARG_KINDS, TF_KINDS, ArgFact, Facts, Kind
@@ -136,7 +136,7 @@ def _object_reads(fn: gast.FunctionDef, position: dict[str, int]) -> set[tuple]:
     """(argument position, chain below it, a Python number?) for every attribute chain the
     callee reads from an object argument, its own callees' reads included."""
     reads = set()
-    for node in gast.walk(fn):
+    for node in nodes.walk(fn):
         paths = [(anno.get(node, Key.PATH), anno.get(node, Key.KIND) == Kind.PY_SCALAR)] \
             if isinstance(node, gast.Attribute) and anno.has(node, Key.PATH) else []
         paths += [(p, number) for p, number in anno.get(node, Key.CALLEE_READS, ())]
@@ -150,7 +150,7 @@ def _object_reads(fn: gast.FunctionDef, position: dict[str, int]) -> set[tuple]:
 def reads_python_numbers(fn: gast.FunctionDef) -> bool:
     """A Python number read from an object (`self.rate`): folded when traced."""
     return any(isinstance(n, gast.Attribute) and anno.has(n, Key.PATH)
-               and anno.get(n, Key.KIND) == Kind.PY_SCALAR for n in gast.walk(fn))
+               and anno.get(n, Key.KIND) == Kind.PY_SCALAR for n in nodes.walk(fn))
 
 
 def _method(method: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse
@@ -217,7 +217,7 @@ def _pure(body: list[gast.stmt], sent: dict, tests: list) -> bool | None:
         if anno.get(stmt, Key.PLACE) not in (Place.TF, Place.BOTH):
             return None
         effect = effect or bool(anno.get(stmt, Key.EFFECT)) or any(
-            anno.get(s, Key.EFFECT) for s in gast.walk(stmt) if isinstance(s, gast.stmt))
+            anno.get(s, Key.EFFECT) for s in nodes.walk(stmt) if isinstance(s, gast.stmt))
     return effect
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import gast
 
+from gpe.slicer import nodes
 from gpe.slicer.facts import TF_CALLABLES, Kind
 from gpe.slicer.parser import MISSING, Parsed
 
@@ -53,7 +54,7 @@ def mutated_roots(fn: gast.FunctionDef, objects, classify) -> set[str]:
     assigned, one of their methods (or a method of an attribute) that is not TF's is
     called, or they are passed to a call."""
     roots = set()
-    for node in gast.walk(fn):
+    for node in nodes.walk(fn):
         if isinstance(node, (gast.Attribute, gast.Subscript)) and isinstance(
                 node.ctx, (gast.Store, gast.Del)):
             root = chain_root(node.value if isinstance(node, gast.Subscript) else node)
@@ -92,7 +93,7 @@ def dotted(node: gast.AST) -> str:
 
 
 def stored_names(fn: gast.FunctionDef) -> set[str]:
-    return {n.id for n in gast.walk(fn) if isinstance(n, gast.Name)
+    return {n.id for n in nodes.walk(fn) if isinstance(n, gast.Name)
             and isinstance(n.ctx, (gast.Store, gast.Del))}
 
 
@@ -101,7 +102,7 @@ def bound_names(fn: gast.FunctionDef) -> set[str]:
     for extra in (fn.args.vararg, fn.args.kwarg):
         if extra is not None:
             names.add(extra.id)
-    for node in gast.walk(fn):
+    for node in nodes.walk(fn):
         if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
             names.add(node.id)
     return names

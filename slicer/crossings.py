@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import gast
 
-from gpe.slicer import anno, scope
+from gpe.slicer import anno, nodes, scope
 from gpe.slicer.anno import Key
 from gpe.slicer.errors import Refusal
 from gpe.slicer.facts import TF_KINDS, Facts, Kind
@@ -268,7 +268,7 @@ class _Crossings:
         host_writes = {n for c in inner if anno.get(c, Key.PLACE) != Place.TF
                        and not anno.get(c, Key.MIRROR) for n in anno.get(c, Key.WRITES, ())}
         if isinstance(stmt, gast.For):
-            host_writes |= {n.id for n in gast.walk(stmt.target) if isinstance(n, gast.Name)}
+            host_writes |= {n.id for n in nodes.walk(stmt.target) if isinstance(n, gast.Name)}
         tf_reads = {n for c in tf_stmts for n in anno.get(c, Key.READS, ())}
         self._host_order(stmt)
         # a name the host rebinds or mutates inside, from a value it reads there (`y[0] =
@@ -387,7 +387,7 @@ def _bound_by_loop(loop: gast.For, name: str) -> bool:
     """`name` holds a Python value while the TF part is built (a loop counter, or a value
     computed from counters), not a tensor the host could receive."""
     return any(isinstance(n, gast.Name) and n.id == name and isinstance(n.ctx, gast.Store)
-               and anno.get(n, Key.KIND) not in TF_KINDS for n in gast.walk(loop))
+               and anno.get(n, Key.KIND) not in TF_KINDS for n in nodes.walk(loop))
 
 
 def _trivial(stmt: gast.stmt) -> bool:

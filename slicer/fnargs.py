@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import gast
 
-from gpe.slicer import anno
+from gpe.slicer import anno, nodes
 from gpe.slicer.anno import Key
 from gpe.slicer.facts import Facts, Kind
 from gpe.slicer.parser import MISSING, Parsed
@@ -62,7 +62,7 @@ def _dotted(node: gast.AST) -> str:
 
 
 def parsed_locals(parsed: Parsed) -> set[str]:
-    return {n.name for n in gast.walk(parsed.node)
+    return {n.name for n in nodes.walk(parsed.node)
             if isinstance(n, gast.FunctionDef) and n is not parsed.node}
 
 

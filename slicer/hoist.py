@@ -15,7 +15,7 @@ import itertools
 
 import gast
 
-from gpe.slicer import anno
+from gpe.slicer import anno, nodes
 from gpe.slicer.anno import Key
 from gpe.slicer.facts import (MATERIALIZE_BUILTINS, MATERIALIZE_METHODS, STRUCTURAL_BUILTINS,
                           TF_CALLABLES, TF_KINDS, Kind)
@@ -42,7 +42,7 @@ def tf_evaluable(node: gast.AST) -> bool:
 
 
 def _operands(node: gast.AST):
-    for child in gast.iter_child_nodes(node):
+    for child in nodes.children(node):
         if isinstance(child, gast.expr):
             yield child
         elif isinstance(child, gast.keyword):
@@ -58,7 +58,7 @@ def _structural(call: gast.Call) -> bool:
 def _literal(node: gast.expr) -> bool:
     """Arithmetic on literals only, such as `-1` or `2 ** 10`."""
     return all(isinstance(n, (gast.Constant, gast.BinOp, gast.UnaryOp, gast.operator,
-                              gast.unaryop)) for n in gast.walk(node))
+                              gast.unaryop)) for n in nodes.walk(node))
 
 
 def _tf_operation(node: gast.expr) -> bool:
@@ -128,7 +128,7 @@ def _split_tuple_assignment(stmt: gast.stmt) -> list[gast.stmt] | None:
         return None
     bound = {t.id for t in stmt.targets[0].elts}
     if any(isinstance(n, gast.Name) and n.id in bound for v in stmt.value.elts
-           for n in gast.walk(v)):
+           for n in nodes.walk(v)):
         return None
     out = []
     for target, value in zip(stmt.targets[0].elts, stmt.value.elts):
@@ -205,7 +205,7 @@ def _invariant_reads(stmt) -> list[gast.stmt]:
     if not isinstance(stmt, gast.For) or stmt.orelse or \
             anno.get(stmt.iter, Key.KIND) != Kind.TF_OBJECT:
         return []
-    bound = {n.id for n in gast.walk(stmt) if isinstance(n, gast.Name)
+    bound = {n.id for n in nodes.walk(stmt) if isinstance(n, gast.Name)
              and isinstance(n.ctx, gast.Store)}
     reads, rest = [], []
     for inner in stmt.body:
@@ -235,7 +235,7 @@ def _own_statements(stmts):
         yield node
         if not isinstance(node, (gast.For, gast.While, gast.FunctionDef, gast.Lambda,
                                  gast.ClassDef)):
-            stack.extend(gast.iter_child_nodes(node))
+            stack.extend(nodes.children(node))
 
 
 class _Hoister(gast.NodeTransformer):

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 
 import gast
 
-from gpe.slicer import anno, callsites, fnargs
+from gpe.slicer import anno, callsites, fnargs, nodes
 from gpe.slicer.anno import Key
 from gpe.slicer.facts import (CONSTANT_BUILTINS, MATERIALIZE_METHODS,
                               META_ATTRIBUTES, STRUCTURAL_BUILTINS, TF_KINDS,
@@ -90,7 +90,7 @@ class _Inferer:
                     self.bind(item.optional_vars, bound, None)
             self.block(node.body)
         else:
-            for child in gast.iter_child_nodes(node):
+            for child in nodes.children(node):
                 if isinstance(child, gast.expr):
                     self.expr(child)
             for field in ("body", "orelse", "finalbody"):
@@ -135,7 +135,7 @@ class _Inferer:
         return mutated_roots(self.parsed.node, self.facts.objects, self.classify)
 
     def _note_constant(self, target: gast.AST, constant: bool) -> None:
-        names = [n.id for n in gast.walk(target) if isinstance(n, gast.Name)]
+        names = [n.id for n in nodes.walk(target) if isinstance(n, gast.Name)]
         if constant and isinstance(target, gast.Name):
             self.constants.add(target.id)
         else:
@@ -152,7 +152,7 @@ class _Inferer:
                     Kind.TENSOR if kind in TF_KINDS else Kind.HOST)
                 self.bind(elt, sub, values[i] if values and i < len(values) else None)
         else:  # attribute or subscript targets: evaluate their sub-expressions
-            for child in gast.iter_child_nodes(target):
+            for child in nodes.children(target):
                 if isinstance(child, gast.expr):
                     self.expr(child)
 
@@ -160,7 +160,7 @@ class _Inferer:
     def expr(self, node: gast.expr) -> Kind:
         method = getattr(self, "_" + type(node).__name__, None)
         if method is None:
-            for child in gast.iter_child_nodes(node):
+            for child in nodes.children(node):
                 if isinstance(child, gast.expr):
                     self.expr(child)
             kind = Kind.HOST
@@ -182,7 +182,7 @@ class _Inferer:
                     and all(anno.get(a, Key.CONSTANT, False) for a in node.args))
         if isinstance(node, (gast.BinOp, gast.UnaryOp, gast.Compare, gast.BoolOp, gast.IfExp,
                              gast.Tuple, gast.Subscript)):
-            return all(anno.get(c, Key.CONSTANT, False) for c in gast.iter_child_nodes(node)
+            return all(anno.get(c, Key.CONSTANT, False) for c in nodes.children(node)
                        if isinstance(c, gast.expr))
         return False
 

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import gast
 
-from gpe.slicer import anno
+from gpe.slicer import anno, nodes
 from gpe.slicer.anno import Key
 from gpe.slicer.callees import pure_body, reads_python_numbers
 from gpe.slicer.errors import Refusal
@@ -68,7 +68,7 @@ def judge_layer_call(call: Callable, layer: Any, classify: Callable[[Any], Kind]
 def _host_statement(parsed) -> str:
     """`{source}` ({file}:{line}) for the first statement of the analysed `call` that runs
     on the host."""
-    for node in gast.walk(parsed.node):
+    for node in nodes.walk(parsed.node):
         if isinstance(node, gast.stmt) and node is not parsed.node and \
                 anno.get(node, Key.PLACE) == Place.HOST and not isinstance(node, gast.Return):
             text = linecache.getline(parsed.filename, node.lineno).strip()

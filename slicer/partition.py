@@ -22,7 +22,7 @@ import copy
 
 import gast
 
-from gpe.slicer import anno, scope, templates
+from gpe.slicer import anno, nodes, scope, templates
 from gpe.slicer.anno import Key
 from gpe.slicer.errors import Refusal
 from gpe.slicer.facts import Facts, Kind
@@ -75,7 +75,7 @@ class _Partition:
         rescuable = not any(
             isinstance(w, gast.With) and anno.get(w, Key.PLACE) == Place.TF and any(
                 anno.get(s, Key.PLACE) != Place.TF for s in w.body)
-            for w in gast.walk(parsed.node))
+            for w in nodes.walk(parsed.node))
         self.writer = Writer(rescuable)
         self.follow = Follow(self.writer, self.block)
         self.in_tf_with = 0
@@ -232,7 +232,7 @@ class _Partition:
         stored = {n.id for n in names if not isinstance(n.ctx, gast.Load)}
         read = {n.id for n in names if isinstance(n.ctx, gast.Load)}
         paths = set()
-        for node in (n for s in tf_body for n in gast.walk(s)):
+        for node in (n for s in tf_body for n in nodes.walk(s)):
             if isinstance(node, gast.FunctionDef):
                 stored |= {a.id for a in node.args.args}
             # (a Name with a PATH: an object argument the TF part captures, a model, a loss
@@ -266,10 +266,10 @@ def _tf_calls(stmt: gast.stmt) -> gast.stmt:
     def special(node):
         return isinstance(node, gast.Call) and (
             anno.get(node.func, Key.KIND) == Kind.TF_CONSTANT or anno.get(node, Key.CALLEE))
-    if not any(special(n) or anno.get(n, Key.ROWS) for n in gast.walk(stmt)):
+    if not any(special(n) or anno.get(n, Key.ROWS) for n in nodes.walk(stmt)):
         return stmt
     stmt = copy.deepcopy(stmt)  # the profile program keeps the original
-    for loop in [n for n in gast.walk(stmt) if isinstance(n, gast.For)]:
+    for loop in [n for n in nodes.walk(stmt) if isinstance(n, gast.For)]:
         # `for row in t` over a tensor: `for row in _gpe_rt.rows(t)` (a graph tensor
         # cannot be iterated; its rows, unstacked, are eager's slices)
         header = loop.iter.args if isinstance(loop.iter, gast.Call) else None
@@ -278,7 +278,7 @@ def _tf_calls(stmt: gast.stmt) -> gast.stmt:
         elif header:
             loop.iter.args = [templates.expr("_gpe_rt.rows(t)", t=a)
                               if anno.get(a, Key.ROWS) else a for a in header]
-    for call in [n for n in gast.walk(stmt) if special(n)]:
+    for call in [n for n in nodes.walk(stmt) if special(n)]:
         method = "call" if anno.get(call, Key.CALLEE) else "constant"
         method = "unrolled" if anno.get(call, Key.UNROLLED) is not None else method
         for index, path, _, _ in anno.get(call, Key.CALLEE_TESTS, ()):
@@ -294,7 +294,7 @@ def _tf_calls(stmt: gast.stmt) -> gast.stmt:
 def _tests(tf_body) -> tuple[tuple[str, str, str], ...]:
     """(path, parameter, test source) of every branch a callee takes on a number the
     host sends (Key.CALLEE_TESTS): the call key holds their outcomes."""
-    found = {(path, name, text) for s in tf_body for n in gast.walk(s)
+    found = {(path, name, text) for s in tf_body for n in nodes.walk(s)
              if isinstance(n, gast.Call) for _, path, name, text in
              anno.get(n, Key.CALLEE_TESTS, ())}
     return tuple(sorted(found))
@@ -311,11 +311,11 @@ def _host_halves(stmt: gast.stmt, filename: str) -> list[gast.stmt]:
     `_gpe_c.unrolled(f, args)`, the host running its host half (its counters) there. Only
     where each runs once per statement (not in a loop the TF part unrolls, a
     comprehension or a conditional expression: refused there)."""
-    calls = [n for n in gast.walk(stmt) if isinstance(n, gast.Call) and
+    calls = [n for n in nodes.walk(stmt) if isinstance(n, gast.Call) and
              anno.get(n, Key.UNROLLED) is not None]
     if calls and (not isinstance(stmt, _ONCE) or any(
-            isinstance(n, _NOT_ONCE) and any(c in calls for c in gast.walk(n))
-            for n in gast.walk(stmt))):
+            isinstance(n, _NOT_ONCE) and any(c in calls for c in nodes.walk(n))
+            for n in nodes.walk(stmt))):
         raise Refusal("unsupported-statement", "a recursion over a tree called other "
                       "than once per statement (in a loop, a comprehension or a "
                       "conditional expression)", "call it in a statement of its own",
@@ -339,24 +339,24 @@ def _counters_unread(fn: gast.FunctionDef, filename: str) -> None:
     that calls it: refused where that statement itself, TF work or what a sliced callee
     reads reads them too (the TF part would see the value from before the call); host
     statements after it read them as eager does."""
-    calls = [n for n in gast.walk(fn) if isinstance(n, gast.Call)
+    calls = [n for n in nodes.walk(fn) if isinstance(n, gast.Call)
              and anno.get(n, Key.UNROLLED) is not None]
     counters = {a for c in calls for a in anno.get(c, Key.UNROLLED)}
     if not counters:
         return
     lines = {c.lineno for c in calls}
-    for stmt in [n for n in gast.walk(fn) if isinstance(n, gast.stmt) and n is not fn]:
+    for stmt in [n for n in nodes.walk(fn) if isinstance(n, gast.stmt) and n is not fn]:
         fields = _HEADERS.get(type(stmt))
         parts = [getattr(stmt, f) for f in fields] if fields else [stmt]
-        nodes = [n for p in parts for item in (p if isinstance(p, list) else [p])
-                 for n in gast.walk(item)]
+        found = [n for p in parts for item in (p if isinstance(p, list) else [p])
+                 for n in nodes.walk(item)]
         read = any(isinstance(n, gast.Attribute) and n.attr in counters and
-                   isinstance(n.ctx, gast.Load) for n in nodes) or any(
-            p.rsplit(".", 1)[-1] in counters for n in nodes
+                   isinstance(n.ctx, gast.Load) for n in found) or any(
+            p.rsplit(".", 1)[-1] in counters for n in found
             for p, _ in anno.get(n, Key.CALLEE_READS, ()))
         if read and (stmt.lineno in lines or fields is None and
                      anno.get(stmt, Key.PLACE) in (Place.TF, Place.BOTH) or
-                     any(anno.has(n, Key.CALLEE_READS) for n in nodes)):
+                     any(anno.has(n, Key.CALLEE_READS) for n in found)):
             raise Refusal("unsupported-order", "a recursion over a tree changes "
                           f"{', '.join(sorted(counters))} on the host, and TF work (or "
                           "its own statement) reads it", "read it in host code after the "

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import gast
 
-from gpe.slicer import activity, callees, crossings, hoist, kinds, partition, placement
+from gpe.slicer import activity, callees, crossings, hoist, kinds, nodes, partition, placement
 from gpe.slicer.errors import Refusal
 from gpe.slicer.facts import Facts, Kind
 from gpe.slicer.parser import Parsed, parse
@@ -82,7 +82,7 @@ def _explicit_end(fn: gast.FunctionDef) -> None:
         return
     end = gast.Return(value=gast.Constant(value=None, kind=None))
     line = getattr(last, "end_lineno", None) or last.lineno
-    for node in gast.walk(end):
+    for node in nodes.walk(end):
         node.lineno, node.end_lineno, node.col_offset, node.end_col_offset = line, line, 0, 0
     fn.body.append(end)
 
@@ -92,7 +92,7 @@ def _drop_final_dels(fn: gast.FunctionDef) -> None:
     function's own body of names bound unconditionally before it and never used after it
     only lets the object go a little earlier. Such a `del` is dropped (any other `del` is
     refused, placement.py); the object then lives until the call returns."""
-    bound = {a.id for a in gast.walk(fn.args) if isinstance(a, gast.Name)}
+    bound = {a.id for a in nodes.walk(fn.args) if isinstance(a, gast.Name)}
     body = []
     for i, stmt in enumerate(fn.body):
         names = [t.id for t in getattr(stmt, "targets", ()) if isinstance(t, gast.Name)]
@@ -109,16 +109,16 @@ def _bound_by(stmt: gast.stmt) -> set[str]:
     """Names a statement of the function's own body binds whenever it completes."""
     if isinstance(stmt, (gast.Assign, gast.AnnAssign, gast.AugAssign)):
         targets = stmt.targets if isinstance(stmt, gast.Assign) else [stmt.target]
-        return {n.id for t in targets for n in gast.walk(t) if isinstance(n, gast.Name)}
+        return {n.id for t in targets for n in nodes.walk(t) if isinstance(n, gast.Name)}
     if isinstance(stmt, gast.With):
         return {n.id for item in stmt.items if item.optional_vars is not None
-                for n in gast.walk(item.optional_vars) if isinstance(n, gast.Name)}
+                for n in nodes.walk(item.optional_vars) if isinstance(n, gast.Name)}
     return set()
 
 
 def _used(names: list[str], stmts: list[gast.stmt]) -> bool:
     return any(isinstance(n, gast.Name) and n.id in names
-               for stmt in stmts for n in gast.walk(stmt))
+               for stmt in stmts for n in nodes.walk(stmt))
 
 
 def _check_args(parsed) -> None:
@@ -129,12 +129,12 @@ def _check_args(parsed) -> None:
 
 
 def _own_scope(fn: gast.FunctionDef):
-    stack = list(gast.iter_child_nodes(fn))
+    stack = list(nodes.children(fn))
     while stack:
         node = stack.pop()
         yield node
         if not isinstance(node, (gast.FunctionDef, gast.Lambda, gast.ClassDef)):
-            stack.extend(gast.iter_child_nodes(node))
+            stack.extend(nodes.children(node))
 
 
 def _checkpoint(parsed, after: Pass) -> None:

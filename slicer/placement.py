@@ -12,7 +12,7 @@ import enum
 
 import gast
 
-from gpe.slicer import anno
+from gpe.slicer import anno, nodes
 from gpe.slicer.anno import Key
 from gpe.slicer.errors import Refusal
 from gpe.slicer.facts import TF_CALLABLES, TF_KINDS, Facts, Kind
@@ -78,12 +78,12 @@ def _own_jumps(stmt: gast.stmt) -> list[gast.stmt]:
             found.append(node)
         elif not isinstance(node, (gast.For, gast.While, gast.FunctionDef, gast.Lambda,
                                    gast.ClassDef)):
-            stack.extend(gast.iter_child_nodes(node))
+            stack.extend(nodes.children(node))
     return found
 
 
 def _contains(tree: gast.AST, node: gast.AST) -> bool:
-    return any(n is node for n in gast.walk(tree))
+    return any(n is node for n in nodes.walk(tree))
 
 
 def _is_range(node: gast.AST) -> bool:
@@ -108,7 +108,7 @@ def _fully_tf(stmt: gast.stmt) -> bool:
 def _same_scope(stmt: gast.stmt):
     """Nodes of `stmt` outside nested functions and classes."""
     yield stmt
-    for child in gast.iter_child_nodes(stmt):
+    for child in nodes.children(stmt):
         if not isinstance(child, (gast.FunctionDef, gast.Lambda, gast.ClassDef)):
             yield from _same_scope(child)
 
@@ -124,7 +124,7 @@ class _Placer:
         self.fixed = {n for n, f in facts.args.items() if f.constant}  # folded arguments
         self.mirrored = False  # inside a statement the TF part follows (no Python values there)
         self.in_tf_with = 0
-        rebound = {n.id for n in gast.walk(parsed.node) if isinstance(n, gast.Name)
+        rebound = {n.id for n in nodes.walk(parsed.node) if isinstance(n, gast.Name)
                    and isinstance(n.ctx, gast.Store)}
         self.locals = rebound | set(facts.args)
         # lists and tuples of tensors (and tensors) whose length the call key fixes
@@ -160,7 +160,7 @@ class _Placer:
             return
         if is_tf_statement(stmt):
             value = stmt.value
-            effect = effect_call(value) or any(effect_call(n) for n in gast.walk(value))
+            effect = effect_call(value) or any(effect_call(n) for n in nodes.walk(value))
             anno.set(stmt, Key.EFFECT, effect)
             self._set(stmt, Place.TF, "TF: " + _describe_tf(value, effect))
             return
@@ -178,7 +178,7 @@ class _Placer:
         if self._tf_compound(stmt) or self._mirror(stmt):
             return
         sync, why = _host_reason(stmt)
-        inner_tf = any(anno.get(n, Key.KIND) in TF_KINDS for n in gast.walk(stmt)
+        inner_tf = any(anno.get(n, Key.KIND) in TF_KINDS for n in nodes.walk(stmt)
                        if isinstance(n, gast.expr))
         keyword = _KEYWORDS.get(type(stmt), type(stmt).__name__.lower())
         why = f"`{keyword}` runs on the host" + (
@@ -205,7 +205,7 @@ class _Placer:
             return False
         ok = ok and (sequence or anno.get(header, Key.CONSTANT) and all(
             n.id in self.both or n.id in self.fixed or n.id == "range"
-            for n in gast.walk(header) if isinstance(n, gast.Name)))
+            for n in nodes.walk(header) if isinstance(n, gast.Name)))
         if not ok or any(isinstance(n, _LEAVES) for n in _same_scope(stmt)):
             return False
         both = set(self.both)
@@ -234,7 +234,7 @@ class _Placer:
         if not (loop or isinstance(stmt, gast.If)) or (loop and stmt.orelse):
             return False
         if any(isinstance(n, _NOT_MIRRORED) or (isinstance(n, gast.With) and not is_tf_with(n))
-               for n in gast.walk(stmt)):
+               for n in nodes.walk(stmt)):
             return False
         jumps = _own_jumps(stmt)
         if jumps and (not loop or any(not _contains(stmt.body[-1], j) for j in jumps)):
@@ -257,7 +257,7 @@ class _Placer:
         host_writes = {n for s in inner if anno.get(s, Key.PLACE) == Place.HOST
                        and not anno.get(s, Key.MIRROR) for n in anno.get(s, Key.WRITES, ())}
         if isinstance(stmt, gast.For):
-            host_writes |= {n.id for n in gast.walk(stmt.target) if isinstance(n, gast.Name)}
+            host_writes |= {n.id for n in nodes.walk(stmt.target) if isinstance(n, gast.Name)}
         if tf_writes & host_writes or not any(
                 anno.get(s, Key.PLACE) == Place.TF for s in inner):
             return False
@@ -312,7 +312,7 @@ class _Placer:
             return True  # `x.shape[0]`: constant parts only (kinds)
         return isinstance(node, (gast.Constant, gast.BinOp, gast.UnaryOp, gast.operator,
                                  gast.unaryop, gast.Load)) and all(
-            self._plain(c) for c in gast.iter_child_nodes(node))
+            self._plain(c) for c in nodes.children(node))
 
     def _math(self, node: gast.AST) -> bool:
         """`math.NAME` (the math module's constants and functions) or a number constant of
@@ -353,7 +353,7 @@ def _describe_with(stmt: gast.With) -> str:
 
 
 def _describe_tf(value: gast.AST, effect: bool) -> str:
-    calls = [n for n in gast.walk(value) if isinstance(n, gast.Call)]
+    calls = [n for n in nodes.walk(value) if isinstance(n, gast.Call)]
     sliced = [dotted(c.func) for c in calls if anno.get(c, Key.CALLEE)]
     unrolled = [dotted(c.func) for c in calls if anno.get(c, Key.UNROLLED) is not None]
     if unrolled:
@@ -374,20 +374,20 @@ def _describe_tf(value: gast.AST, effect: bool) -> str:
 
 def _host_reason(stmt: gast.stmt) -> tuple[bool, str]:
     """(needs to wait for the TF part's effects, why it runs on the host)."""
-    touches = sorted({n.id for n in gast.walk(stmt) if isinstance(n, gast.Name)
+    touches = sorted({n.id for n in nodes.walk(stmt) if isinstance(n, gast.Name)
                       and anno.get(n, Key.KIND) in (Kind.VARIABLE, Kind.TF_OBJECT)})
-    unknown = [dotted(n.func) for n in gast.walk(stmt) if isinstance(n, gast.Call)
+    unknown = [dotted(n.func) for n in nodes.walk(stmt) if isinstance(n, gast.Call)
                and anno.get(n.func, Key.KIND) not in TF_CALLABLES | {Kind.HOST_FN}]
     if touches:
         return True, "uses TF state directly: " + ", ".join(touches)
     if unknown:
-        whys = [anno.get(n.func, Key.WHY_HOST) for n in gast.walk(stmt)
+        whys = [anno.get(n.func, Key.WHY_HOST) for n in nodes.walk(stmt)
                 if isinstance(n, gast.Call) and anno.get(n.func, Key.WHY_HOST)]
         return True, "calls " + ", ".join(unknown) + " (may touch TF state" + (
             "; " + "; ".join(dict.fromkeys(whys)) if whys else "") + ")"
-    tf_inputs = sorted({n.id for n in gast.walk(stmt) if isinstance(n, gast.Name)
+    tf_inputs = sorted({n.id for n in nodes.walk(stmt) if isinstance(n, gast.Name)
                         and anno.get(n, Key.KIND) in TF_KINDS})
-    calls = [dotted(n.func) for n in gast.walk(stmt) if isinstance(n, gast.Call)]
+    calls = [dotted(n.func) for n in nodes.walk(stmt) if isinstance(n, gast.Call)]
     if isinstance(stmt, gast.Return):
         return False, "returns to the caller"
     if calls and tf_inputs:

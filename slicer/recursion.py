@@ -29,6 +29,7 @@ from typing import Any, Callable, NamedTuple
 
 import gast
 
+from gpe.slicer import nodes
 from gpe.slicer.chains import chain_root, dotted
 from gpe.slicer.errors import Refusal
 from gpe.slicer.facts import TF_CALLABLES, Kind
@@ -136,7 +137,7 @@ class _Checker:
 
     def counters_unread(self) -> None:
         """A counter's attribute is read nowhere else (its value never reaches TF work)."""
-        for node in gast.walk(self.parsed.node):
+        for node in nodes.walk(self.parsed.node):
             if isinstance(node, gast.Attribute) and isinstance(node.value, gast.Name) and \
                     (node.value.id, node.attr) in self.counters and \
                     not isinstance(node.ctx, gast.Store):
@@ -305,7 +306,7 @@ def _tf_def(node: gast.FunctionDef, checker: _Checker) -> gast.FunctionDef:
     """The function with its counters dropped and its recursive calls calling this half."""
     out = copy.deepcopy(node)
     out.body = _tf_body(out.body, checker)
-    for call in [n for n in gast.walk(out) if isinstance(n, gast.Call)]:
+    for call in [n for n in nodes.walk(out) if isinstance(n, gast.Call)]:
         _redirect(call, checker)
     return out
 
@@ -351,7 +352,7 @@ def _host_body(stmts: list, checker: _Checker) -> list:
 def _in_order(node) -> list:
     """The calls in `node`, in the order Python evaluates them (arguments first)."""
     out = []
-    for child in gast.iter_child_nodes(node):
+    for child in nodes.children(node):
         out += _in_order(child)
     if isinstance(node, gast.Call):
         out.append(node)

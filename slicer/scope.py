@@ -14,6 +14,8 @@ from typing import Iterator
 
 import gast
 
+from gpe.slicer import nodes
+
 COMPREHENSIONS = (gast.ListComp, gast.SetComp, gast.DictComp, gast.GeneratorExp)
 
 
@@ -22,25 +24,28 @@ def walk(node: gast.AST, skip: tuple = ()) -> Iterator[gast.AST]:
     less the nodes of a type in `skip` below `node` and theirs (nested functions)."""
     if isinstance(node, skip) and not isinstance(node, gast.Name):
         yield node
-        for child in gast.iter_child_nodes(node):
+        for child in nodes.children(node):
             yield from _walk(child, frozenset(), skip)
     else:
         yield from _walk(node, frozenset(), skip)
 
 
 def _walk(node: gast.AST, hidden: frozenset, skip: tuple) -> Iterator[gast.AST]:
-    if isinstance(node, skip):
-        return
-    if isinstance(node, gast.Name):
-        if node.id not in hidden:
-            yield node
-        return
-    yield node
-    if isinstance(node, COMPREHENSIONS):
-        yield from _comprehension(node, hidden, skip)
-        return
-    for child in gast.iter_child_nodes(node):
-        yield from _walk(child, hidden, skip)
+    """Depth first, each node before its children (a stack, not a generator per node)."""
+    todo = [node]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, skip):
+            continue
+        if isinstance(node, gast.Name):
+            if node.id not in hidden:
+                yield node
+            continue
+        yield node
+        if isinstance(node, COMPREHENSIONS):
+            yield from _comprehension(node, hidden, skip)
+            continue
+        todo += reversed(nodes.children(node))
 
 
 def _comprehension(node: gast.AST, hidden: frozenset, skip: tuple) -> Iterator[gast.AST]:
@@ -50,7 +55,7 @@ def _comprehension(node: gast.AST, hidden: frozenset, skip: tuple) -> Iterator[g
     for gen in node.generators:
         yield gen
         yield from _walk(gen.iter, frozenset(bound), skip)
-        bound |= {n.id for n in gast.walk(gen.target) if isinstance(n, gast.Name)}
+        bound |= {n.id for n in nodes.walk(gen.target) if isinstance(n, gast.Name)}
         yield from _walk(gen.target, frozenset(bound), skip)  # `for a[i] in ...`: a, i read
         for cond in gen.ifs:
             yield from _walk(cond, frozenset(bound), skip)

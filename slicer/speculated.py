@@ -23,7 +23,7 @@ from typing import Callable
 
 import gast
 
-from gpe.slicer import anno
+from gpe.slicer import anno, nodes
 from gpe.slicer.anno import Key
 from gpe.slicer.facts import TF_KINDS, Kind
 
@@ -103,11 +103,11 @@ def only_in_tests(fn: gast.FunctionDef, sent: set[str], tests: list) -> bool:
     (where the number converts as eagerly), so no other Python decision depends on the
     value seen when the TF part was built."""
     names = set(sent) | {name for test, name in tests if test is None}
-    inside = {id(n) for test, _ in tests if test is not None for n in gast.walk(test)}
-    for parent in gast.walk(fn):
+    inside = {id(n) for test, _ in tests if test is not None for n in nodes.walk(test)}
+    for parent in nodes.walk(fn):
         if id(parent) in inside:
             continue
-        for child in gast.iter_child_nodes(parent):
+        for child in nodes.children(parent):
             if isinstance(child, gast.Name) and child.id in names and \
                     id(child) not in inside and not _converted(parent, child):
                 return False

@@ -14,6 +14,7 @@ from typing import Mapping
 
 import gast
 
+from gpe.slicer import nodes
 from gpe.slicer.templates import source_of
 
 TEMPORARY = re.compile(r"\b_gpe_[ht]\d+\b")
@@ -21,7 +22,7 @@ TEMPORARY = re.compile(r"\b_gpe_[ht]\d+\b")
 
 def temporaries(fn: gast.FunctionDef) -> dict[str, str]:
     temps: dict[str, str] = {}
-    for node in gast.walk(fn):
+    for node in nodes.walk(fn):
         if isinstance(node, gast.Assign) and len(node.targets) == 1 and isinstance(
                 node.targets[0], gast.Name) and TEMPORARY.fullmatch(node.targets[0].id):
             temps[node.targets[0].id] = source_of(node.value)

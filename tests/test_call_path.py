@@ -22,8 +22,9 @@ def test_a_sliced_call_that_sends_one_tensor_runs_few_python_calls():
     no ValueSpec is built for it and no TensorShape iterated, and `hasattr` is not asked
     of an eager tensor (Tensor.__getattr__'s slow miss). 146 calls before, 118, then 72
     (a settled timer is one attribute test, no nested atomic steps, the enqueues without
-    their Python wrapper, the entry checked against a per-channel exact list), two of
-    them the enqueues (the entry values, the part number)."""
+    their Python wrapper, the entry checked against a per-channel exact list), 70, then
+    68 (the watchdog's record of a channel's wait made once per channel), two of them the
+    enqueues (the entry values, the part number)."""
     sliced = gpe.function(send_only, adaptive=False, profile_calls=1)
     x = tf.constant(1.0)
     for _ in range(4):
@@ -33,7 +34,7 @@ def test_a_sliced_call_that_sends_one_tensor_runs_few_python_calls():
     assert calls.get("C:TFE_Py_FastPathExecute") == 2, calls
     for slow in ("tensor.py:__getattr__", "tensor_shape.py:__iter__", "channels.py:spec_of"):
         assert slow not in calls, (slow, calls)
-    assert sum(calls.values()) <= 72, calls
+    assert sum(calls.values()) <= 68, calls
     assert STATE.numpy() == 1.0
 
 
@@ -45,7 +46,8 @@ def plus_one(x):
 def test_a_round_trip_runs_few_python_calls():
     """`float(f(x))`: the call sends x and the part number (two enqueues through TF's fast
     path), and the float waits for the result (one cancellable dequeue, without
-    execute_with_cancellation's lookups). 156 calls before, 111 now."""
+    execute_with_cancellation's lookups). 156 calls before, 111, 109, then 105 (the
+    watchdog's record of a channel's wait made once per channel)."""
     sliced = gpe.function(plus_one, adaptive=False, profile_calls=1)
     x = tf.constant(1.0)
     for _ in range(4):
@@ -55,5 +57,5 @@ def test_a_round_trip_runs_few_python_calls():
     assert calls.get("C:TFE_Py_FastPathExecute") == 2, calls
     assert calls.get("C:TFE_Py_ExecuteCancelable") == 1, calls
     assert "execute.py:execute_with_cancellation" not in calls, calls
-    assert sum(calls.values()) <= 111, calls
+    assert sum(calls.values()) <= 105, calls
     assert sliced.stats()["graph_calls"] == 4, sliced.stats()

@@ -139,3 +139,17 @@ def test_slicing_work_grows_linearly_with_the_length_of_a_function(tmp_path):
     # 80 lines cost twice what 40 lines cost (measured: x1.99; quadratic would be x4)
     assert 1.8 < calls[8] / calls[4] < 2.2, calls
     assert calls[4] / (4 * calls[1]) < 1.2, calls
+
+
+def test_the_slicers_walk_is_ast_walks_order(tmp_path):
+    """slicer/nodes.py walks as `gast.walk` and `gast.iter_child_nodes` do (the passes
+    depend on the order), over every node of a real module's tree."""
+    import inspect  # pylint: disable=import-outside-toplevel
+
+    import gast  # pylint: disable=import-outside-toplevel
+
+    from gpe.slicer import nodes, partition  # pylint: disable=import-outside-toplevel
+    tree = gast.parse(inspect.getsource(partition))
+    assert [id(n) for n in nodes.walk(tree)] == [id(n) for n in gast.walk(tree)]
+    for node in gast.walk(tree):
+        assert nodes.children(node) == list(gast.iter_child_nodes(node))

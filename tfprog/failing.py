@@ -2,6 +2,7 @@
 those before its next statement; an effect after them is ordered after them)."""
 from __future__ import annotations
 
+import numpy as np
 from tensorflow.python.framework import tensor_util
 
 # Ops that can fail on the values they get. Shapes into the graph are exact where known,
@@ -33,6 +34,8 @@ _SHAPE_SAFE = frozenset({
 
 def can_fail(op) -> bool:
     """Whether running `op` can raise on the values it gets (beyond what tracing checked)."""
+    if op.type == "Range":
+        return not _range_is_valid(*(tensor_util.constant_value(t) for t in op.inputs))
     if op.type in _FAILS_ON_VALUES:
         return True
     if op.type in _FAILS_ON_INDEX:
@@ -40,10 +43,29 @@ def can_fail(op) -> bool:
             tensor_util.constant_value(op.inputs[i]) is None for i in _FAILS_ON_INDEX[op.type]])
     if op.type in _FUNCTION_ATTRS:
         return any(_body_can_fail(op.graph, name, set()) for name in _bodies_of(op))
-    if op.type in _INTEGER_DIVISION:
-        return op.inputs[0].dtype.is_integer
+    if op.type in _INTEGER_DIVISION and op.inputs[0].dtype.is_integer and not _nonzero(
+            tensor_util.constant_value(op.inputs[1])):
+        return True  # an integer divided by zero raises
     return op.type not in _SHAPE_SAFE and any(
         not t.shape.is_fully_defined() for t in op.inputs)
+
+
+def _nonzero(divisor) -> bool:
+    """Whether a divisor known when tracing (None: not known) has no zero."""
+    return divisor is not None and bool(np.all(divisor != 0))
+
+
+def _range_is_valid(start, limit, delta) -> bool:
+    """Whether `Range` on these values known when tracing (None: not known) cannot fail:
+    the kernel's checks (scalars, delta nonzero and towards limit, a size that fits)."""
+    if start is None or limit is None or delta is None:
+        return False
+    if any(np.ndim(v) != 0 for v in (start, limit, delta)) or delta == 0:
+        return False
+    if (delta > 0 and start > limit) or (delta < 0 and start < limit):
+        return False
+    size = np.ceil(np.abs((np.float64(limit) - np.float64(start)) / np.float64(delta)))
+    return bool(np.isfinite(size) and size < 2 ** 31)
 
 
 _FUNCTION_ATTRS = {
