@@ -226,7 +226,8 @@ class SlicedFunction:
             return self._eager(args, kwargs)
         if (self.auto or self.replica_step) and not any(l.place == "TF" for l in plan.lines):
             if self.replica_step:
-                self._note("strategy.run's step has host work (it would run once, when "
+                self._note(f"strategy.run's step has host work "
+                           f"{replicated.host_work(self, values)} (it would run once, when "
                            "traced): it runs eagerly, once per replica", warn=not self.auto)
             self.plain = True  # no TF work: plain Python from now on
             return self._eager(args, kwargs)

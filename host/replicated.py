@@ -16,23 +16,36 @@ replica context; per-replica inputs cross as their components, and the call key 
 the strategy, the step and the replicas' devices (their number). The step's own
 statistics count these calls (one per `strategy.run`).
 
-A step with host work (a `print`, `.numpy()`) would run that work once, when traced: the
-slicer then leaves `strategy.run` on the host, where it runs eagerly, once per replica as
-eagerly (recorded as a fallback with its reason). The call is made from the thread that
+A step with host work (a `print`, `.numpy()`, a helper's `if model_losses:` on a Python
+list) would run that work once, when traced: the slicer then leaves `strategy.run` on the
+host, where it runs eagerly, once per replica as eagerly (recorded as a fallback whose
+reason names the step's host lines: `host_work`). The call is made from the thread that
 called `strategy.run` (cross-replica context), never from a replica thread, so no replica
 waits on another through gpe's locks.
+
+Why such a step is not sliced yet (a host part per replica beside one replicated TF part),
+found while trying: eagerly, `mirrored_run` runs the replica threads one at a time, in
+replica order, each up to its next `merge_call` (or its end), and runs the merge function
+once all are paused there; so a step's host effects come segment by segment (every
+replica's before the first merge_call, in replica order, then every replica's after it).
+A host part per replica must resume at each merge_call in that order; and the TF part's
+gates (a TF effect after host work waits for the host: slicer/writer.py) run their rest
+inside `tf.cond`, where a merge_call cannot be traced ("`merge_call` called while defining
+a new graph"), and a host exception in one replica could not cancel the others' part of
+the all-reduce without failing the graph.
 """
 from __future__ import annotations
 
+import os
 import threading
 import types
 import weakref
 from typing import Any
 
-from tensorflow.python.distribute import mirrored_run, one_device_strategy
+from tensorflow.python.distribute import distribute_utils, mirrored_run, one_device_strategy
 from tensorflow.python.eager.context import executing_eagerly
 
-__all__ = ["install"]
+__all__ = ["host_work", "install"]
 
 
 class Replicated:
@@ -129,3 +142,25 @@ def _wrap(sliced, method):
     wrapper.__qualname__ = f"{sliced.__qualname__} (strategy.run)"
     sliced.replicated.append(wrapper)
     return wrapper
+
+
+def host_work(wrapper, values: dict) -> str:
+    """Where the step that `wrapper` (a replicated call) runs has host work, from the
+    step's own plan for one replica's arguments: "file:line (`source`)" for its host
+    statements (up to three, its returns aside), or why it is not sliced at all."""
+    step = wrapper.replica_step
+    replicated = values.get("self")
+    obj = getattr(getattr(replicated, "step", None), "__self__", None)
+    try:
+        args, kwargs = distribute_utils.select_replica(
+            0, (tuple(values.get("args", ())), dict(values.get("kwargs") or {})))
+        plan = step.builder.plan(step.keys.values(
+            args if obj is None else (obj, *args), kwargs))
+    except Exception as exc:  # noqa: BLE001 (a refusal, or arguments it cannot take)
+        return f"({exc})"
+    name = os.path.basename(plan.filename)
+    lines = [f"{name}:{r.lineno} (`{plan.user_terms(r.source, quote=False)}`: "
+             f"{plan.user_terms(r.reason).removeprefix('host: ')})" for r in plan.lines
+             if r.place == "host" and r.lineno != plan.lineno and "returns" not in r.reason]
+    more = f" and {len(lines) - 3} more" if len(lines) > 3 else ""
+    return f"at {', '.join(lines[:3])}{more}" if lines else ""
