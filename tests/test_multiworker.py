@@ -42,6 +42,26 @@ def test_two_workers_with_the_replica_step_sliced_equal_eager(tmp_path):
 
 
 @pytest.mark.timeout(300)
+def test_two_workers_with_a_host_work_replica_step_equal_eager(tmp_path):
+    """A per-replica step with host work (a printed step counter, the loss read back with
+    .numpy() into a Python list), gpe.function on it, plain strategy.run on each of 2
+    workers: the workers agree, and gpe's losses, weights, printed output and host list
+    equal eager's on every worker. Not sliced yet (host/replicated.py): every call runs
+    eagerly, with a reason naming the step's host lines."""
+    proc = _launch(tmp_path, "--mode", "both", "--steps", "6", "--wrap", "replica",
+                   "--host-work")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "eager: workers agree: True" in out and "gpe: workers agree: True" in out
+    assert "gpe equals eager (losses and final weights): True" in out
+    assert "host work equals eager's on every worker (printed output, the losses read " \
+        "back): True" in out
+    assert out.count("'graph_calls': 0, 'eager_calls': 6") == 2, out
+    assert out.count("strategy.run's step has host work at multiworker.py:") == 2, out
+    assert "(`counter[0] += 1`: Python work)" in out, out
+
+
+@pytest.mark.timeout(300)
 def test_killed_worker_ends_the_other_with_an_error_and_restart_resumes(tmp_path):
     proc = _launch(tmp_path, "--mode", "gpe", "--steps", "8", "--every", "3",
                    "--die-at", "4", "--timeout", "15")
