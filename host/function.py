@@ -228,7 +228,9 @@ class SlicedFunction:
             if self.replica_step:
                 self._note(f"strategy.run's step has host work "
                            f"{replicated.host_work(self, values)} (it would run once, when "
-                           "traced): it runs eagerly, once per replica", warn=not self.auto)
+                           "traced): it runs eagerly, once per replica, or sliced per "
+                           "replica (its host part once per replica)", warn=False)
+                self.host_work = True
             self.plain = True  # no TF work: plain Python from now on
             return self._eager(args, kwargs)
         sibling = self.cache.sibling(plan)

@@ -98,20 +98,25 @@ def _one_device_call(extended, fn, args, kwargs):
 
 
 def _call_for_each_replica(strategy, fn, args=None, kwargs=None):
-    replicated = _replicated(strategy, fn, args, kwargs)
+    replicated = _replicated(strategy, fn, args, kwargs, per_replica=True)
     if replicated is not None:
         return replicated()
     return _original(strategy, fn, args, kwargs)
 
 
-def _replicated(strategy, fn, args, kwargs):
+def _replicated(strategy, fn, args, kwargs, per_replica: bool = False):
     """The replicated sliced call of `strategy.run(fn, ...)` (a thunk), or None where `fn`
-    is not a sliced function or the call is not eager."""
+    is not a sliced function or the call is not eager. A step with host work
+    (`per_replica`: under MirroredStrategy or MultiWorkerMirroredStrategy) runs its host
+    part once per replica beside one replicated TF part (host/replica_step.py)."""
     if executing_eagerly() and getattr(type(fn), "_gpe_sliced", False):
         bound = hasattr(fn, "_obj")  # a sliced method bound to an object
         sliced, obj = (fn._sliced, fn._obj) if bound else (fn, None)
         if not sliced.plain:
             entry = _entry(strategy, sliced, obj)
+            if per_replica and getattr(entry[1], "host_work", False):
+                steps = _host_work_steps(strategy, sliced, obj, entry)
+                return lambda: steps(tuple(args or ()), dict(kwargs or {}))
             if kwargs:
                 return lambda: entry[2](entry[0], tuple(args or ()), dict(kwargs))
             return lambda: entry[1](entry[0], tuple(args or ()))
@@ -129,6 +134,15 @@ def _entry(strategy, sliced, obj) -> tuple:
                                        _wrap(sliced, Replicated.run),
                                        _wrap(sliced, Replicated.run_kw))
         return entry
+
+
+def _host_work_steps(strategy, sliced, obj, entry):
+    with _lock:
+        steps = getattr(entry[1], "per_replica", None)
+        if steps is None:
+            from gpe.host.replica_step import HostWorkSteps
+            steps = entry[1].per_replica = HostWorkSteps(strategy, sliced, obj, _original)
+        return steps
 
 
 def _wrap(sliced, method):
