@@ -34,6 +34,7 @@ from tensorflow.python.distribute import distribute_utils
 from tensorflow.python.distribute import values as dist_values
 
 from gpe.host.call import CallContext, EntryGuardFailed, Runtime, to_components
+from gpe.host.builder import NotBuilt, _host_values_only
 from gpe.host.loader import load
 from gpe.host.speculation import channel_specs, stable_entry_values
 from gpe.host.variant import Variant
@@ -156,12 +157,14 @@ class HostWorkSteps:
         values = sliced.keys.values(self._all_args(per[0][0]), per[0][1])
         try:
             self.plan = plan = sliced.builder.plan(values)
-            if plan.nested or plan.with_gates or any(
-                    c.kind in _REFUSED_KINDS for c in plan.channels):
-                raise Refusal("replica", "host control flow around TF work, a nested "
-                              "sliced call or host work inside a `with` block")
         except Refusal as exc:
             return self._refuse(str(exc), args, kwargs)
+        flow = next((c for c in plan.channels if c.kind in _REFUSED_KINDS), None)
+        if flow is not None or plan.nested:
+            where = plan.where(flow.lineno) if flow is not None else "a nested sliced call"
+            return self._refuse(f"host control flow around TF work ({where}): a merge_call "
+                                "cannot be traced inside the TF part's tf.cond or loop",
+                                args, kwargs)
         observed = []
 
         def profiled(replica, *a, **k):
@@ -183,11 +186,12 @@ class HostWorkSteps:
         sliced, plan, runs = self.sliced, self.plan, self.runs
         try:
             specs, layouts = channel_specs(plan, runs, sliced.assumed.relaxed)
+            _host_values_only(plan, runs)
             folded = stable_entry_values(plan, runs, layouts, sliced.assumed.unfolded, ())
             variant = _ReplicaVariant(sliced, plan, {n: values[n] for n in plan.bound},
                                       values, adaptive=False)
             variant.build_replicas(specs, layouts, folded, self.strategy, local)
-        except (PartError, Refusal, Exception) as exc:  # noqa: BLE001 (with its reason)
+        except (PartError, Refusal, NotBuilt, Exception) as exc:  # noqa: BLE001 (its reason)
             self.refused = f"{exc}"
             sliced._note(f"strategy.run's step with host work is not sliced per replica: "
                          f"{exc}", warn=not sliced.auto)

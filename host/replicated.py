@@ -42,7 +42,8 @@ import types
 import weakref
 from typing import Any
 
-from tensorflow.python.distribute import distribute_utils, mirrored_run, one_device_strategy
+from tensorflow.python.distribute import distribute_utils, mirrored_run, mirrored_strategy, \
+    one_device_strategy
 from tensorflow.python.eager.context import executing_eagerly
 
 __all__ = ["host_work", "install"]
@@ -114,7 +115,8 @@ def _replicated(strategy, fn, args, kwargs, per_replica: bool = False):
         sliced, obj = (fn._sliced, fn._obj) if bound else (fn, None)
         if not sliced.plain:
             entry = _entry(strategy, sliced, obj)
-            if per_replica and getattr(entry[1], "host_work", False):
+            if per_replica and (getattr(entry[1], "host_work", False)
+                                or getattr(entry[2], "host_work", False)):
                 steps = _host_work_steps(strategy, sliced, obj, entry)
                 return lambda: steps(tuple(args or ()), dict(kwargs or {}))
             if kwargs:
@@ -134,6 +136,19 @@ def _entry(strategy, sliced, obj) -> tuple:
                                        _wrap(sliced, Replicated.run),
                                        _wrap(sliced, Replicated.run_kw))
         return entry
+
+
+def host_work_steps(wrapper, values: dict):
+    """The per-replica runner of the step `wrapper` (a replicated call) runs, found to
+    have host work, where strategy.run is MirroredStrategy's or MultiWorkerMirrored's;
+    None elsewhere (OneDeviceStrategy: it runs eagerly)."""
+    replicated = values.get("self")
+    strategy = getattr(replicated, "strategy", None)
+    if not isinstance(getattr(strategy, "extended", None), mirrored_strategy.MirroredExtended):
+        return None
+    obj = getattr(replicated.step, "__self__", None)
+    entry = _entry(strategy, wrapper.replica_step, obj)
+    return _host_work_steps(strategy, wrapper.replica_step, obj, entry)
 
 
 def _host_work_steps(strategy, sliced, obj, entry):

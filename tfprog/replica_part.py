@@ -13,7 +13,7 @@ A gate (a TF effect that follows host work waits for the host) runs the rest of 
 unconditionally here: a `merge_call` cannot be traced inside `tf.cond`. The host cancels
 such a gate (it left the call) by sending 0: an assert on the flag then fails the graph
 call before the gated effects run (the whole replicated call: every replica's rest and the
-all-reduce). Gates inside `with` blocks, rescues and legacy random ops are refused.
+all-reduce). Rescues and legacy random ops are refused.
 
 Tracing records where the replicas' `merge_call`s are: `Traced.merges` lists, per merge (in
 program order), the last gate channel the TF program passed before it (None: none), which
@@ -67,8 +67,13 @@ class _ReplicaTrace(_TraceRuntime):
         self.barrier(queues, index)
 
     def gate_in_with(self, queues, index, segment):
-        raise PartError("a gate inside a `with` block (host work inside a GradientTape's "
-                        "block) is not sliced per replica")
+        """As `gate`, inside a `with` block (its GradientTape records the rest)."""
+        return self.gate(queues, index, segment, ())
+
+    def resume(self, index, segment, carried):
+        """After a `with` block that held a gate: the rest runs (a cancel failed the
+        call at the gate)."""
+        return segment()
 
     def merged(self) -> None:
         """A replica's merge_call, while traced."""
