@@ -36,6 +36,7 @@ from tensorflow.python.distribute import values as dist_values
 from gpe.host.call import CallContext, EntryGuardFailed, Runtime, to_components
 from gpe.host.builder import NotBuilt, _host_values_only
 from gpe.host.loader import load
+from gpe.host.replicated import host_lines
 from gpe.host.speculation import channel_specs, stable_entry_values
 from gpe.host.variant import Variant
 from gpe.slicer import Refusal
@@ -193,8 +194,8 @@ class HostWorkSteps:
             variant.build_replicas(specs, layouts, folded, self.strategy, local)
         except (PartError, Refusal, NotBuilt, Exception) as exc:  # noqa: BLE001 (its reason)
             self.refused = f"{exc}"
-            sliced._note(f"strategy.run's step with host work is not sliced per replica: "
-                         f"{exc}", warn=not sliced.auto)
+            sliced._note(f"strategy.run's step with host work {host_lines(plan)} is not "
+                         f"sliced per replica: {exc}", warn=not sliced.auto)
             return
         self.variant = variant
         sliced.stats_.variants += 1

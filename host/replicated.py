@@ -187,6 +187,12 @@ def host_work(wrapper, values: dict) -> str:
             args if obj is None else (obj, *args), kwargs))
     except Exception as exc:  # noqa: BLE001 (a refusal, or arguments it cannot take)
         return f"({exc})"
+    return host_lines(plan)
+
+
+def host_lines(plan) -> str:
+    """"at file:line (`source`: why), ..." for a plan's host statements (up to three, its
+    returns aside)."""
     name = os.path.basename(plan.filename)
     lines = [f"{name}:{r.lineno} (`{plan.user_terms(r.source, quote=False)}`: "
              f"{plan.user_terms(r.reason).removeprefix('host: ')})" for r in plan.lines
