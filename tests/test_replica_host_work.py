@@ -108,8 +108,45 @@ def run(kind, mode):
     return result
 
 
+def raising(mode):
+    """A host exception in replica 0 between the loss and the all-reduce on two steps:
+    eagerly, strategy.run raises it, replica 1 never runs that step and nothing is
+    applied; the next steps go on."""
+    with strategy.scope():
+        v = tf.Variable(tf.ones([2]))
+        opt = tf.keras.optimizers.SGD(0.1)
+    count = [0]
+
+    def step(x):
+        count[0] += 1
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.square(v * x))
+        print("step", count[0], loss.numpy())
+        if count[0] in (11, 16):
+            raise ValueError(f"bad step {count[0]}")
+        opt.apply_gradients([(tape.gradient(loss, v), v)])
+        print("after", v.numpy())
+        return loss
+
+    if mode == "gpe":
+        step = gpe.function(step)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        for i in range(10):
+            try:
+                result = strategy.run(step, args=(tf.constant([1.0, 0.1 * i]),))
+                print("ok", [float(t) for t in strategy.experimental_local_results(result)])
+            except ValueError as exc:
+                print("raised", exc, v.numpy())
+    result = {"printed": buf.getvalue(), "v": v.numpy().tolist(), "count": count[0]}
+    if mode == "gpe":
+        result["stats"] = step.stats()
+    return result
+
+
 out = {f"{kind} {mode}": run(kind, mode) for kind in ("listcond", "counted", "readback")
        for mode in ("eager", "gpe")}
+out.update({f"raising {mode}": raising(mode) for mode in ("eager", "gpe")})
 print("RESULT", json.dumps(out))
 '''
 
@@ -172,3 +209,17 @@ def test_host_tensor_into_a_tape_block_runs_eagerly_naming_its_lines(out):
     assert f"child.py:{line} (`{LISTCOND_LINE}`: calls compute_loss" in reason, reason
     assert f"`loss` (child.py:{line + 1}): a tensor made by host code inside a `with` " \
         "block cannot cross into it" in reason, reason
+
+
+@pytest.mark.timeout(420)
+def test_host_exception_in_a_replica_as_eager(out):
+    """Replica 0's host part raises before the all-reduce (a sliced call: the TF part's
+    gate is cancelled, which fails that graph call before any update): strategy.run
+    raises it as eagerly, replica 1's host part never runs that step, the variable is
+    as eager left it, and the next calls run sliced again."""
+    eager, got = out["raising eager"], out["raising gpe"]
+    assert "raised bad step 11" in eager["printed"] and "raised bad step 16" in eager["printed"]
+    assert got["printed"] == eager["printed"] and got["v"] == eager["v"]
+    assert got["count"] == eager["count"] == 18
+    stats = got["stats"]
+    assert stats["calls"] == 10 and stats["graph_calls"] == 7 and stats["fallbacks"] == {}, stats
