@@ -27,7 +27,6 @@ this way (a refusal, a failed trace) leaves the step running eagerly, with its r
 from __future__ import annotations
 
 import functools
-import logging
 
 import tensorflow as tf
 from tensorflow.python.distribute import distribute_utils
@@ -44,7 +43,6 @@ from gpe.slicer.plan import ChannelKind
 from gpe.tfprog.part import PartError
 from gpe.tfprog.replica_part import build_replica_part
 
-log = logging.getLogger("gpe")
 PROFILE_CALLS = 3
 _REFUSED_KINDS = (ChannelKind.LOOP, ChannelKind.BRANCH)
 
@@ -222,10 +220,17 @@ class HostWorkSteps:
                 result = variant.host_fns[replica](*self._all_args(a), **k)
                 return tf.nest.map_structure(_resolved, result)
             return self._run(host, len(variant.host_fns), args, kwargs)
-        except EntryGuardFailed:
-            raise  # (replica 0's begin checks; never after a replica started)
+        except EntryGuardFailed as exc:  # replica 0's begin: nothing was sent
+            stats.graph_calls -= 1
+            failed = exc
         finally:
             session.exit_call()
+        stats.guard_failed(str(failed))
+        if failed.name is not None:  # a folded number changed: profile and build again
+            self.sliced.assumed.unfold(failed.name)
+            self.variant, self.runs, self.key = None, [], None
+        stats.eager_calls += 1
+        return self.original(self.strategy, self._plain, args, kwargs)
 
 
 def _resolved(value):

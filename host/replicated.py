@@ -16,23 +16,15 @@ replica context; per-replica inputs cross as their components, and the call key 
 the strategy, the step and the replicas' devices (their number). The step's own
 statistics count these calls (one per `strategy.run`).
 
-A step with host work (a `print`, `.numpy()`, a helper's `if model_losses:` on a Python
-list) would run that work once, when traced: the slicer then leaves `strategy.run` on the
-host, where it runs eagerly, once per replica as eagerly (recorded as a fallback whose
-reason names the step's host lines: `host_work`). The call is made from the thread that
-called `strategy.run` (cross-replica context), never from a replica thread, so no replica
-waits on another through gpe's locks.
-
-Why such a step is not sliced yet (a host part per replica beside one replicated TF part),
-found while trying: eagerly, `mirrored_run` runs the replica threads one at a time, in
-replica order, each up to its next `merge_call` (or its end), and runs the merge function
-once all are paused there; so a step's host effects come segment by segment (every
-replica's before the first merge_call, in replica order, then every replica's after it).
-A host part per replica must resume at each merge_call in that order; and the TF part's
-gates (a TF effect after host work waits for the host: slicer/writer.py) run their rest
-inside `tf.cond`, where a merge_call cannot be traced ("`merge_call` called while defining
-a new graph"), and a host exception in one replica could not cancel the others' part of
-the all-reduce without failing the graph.
+A step with host work (a `print`, `.numpy()`, a Python list) would run that work once,
+when traced: the slicer then leaves `strategy.run` on the host. Under MirroredStrategy and
+MultiWorkerMirroredStrategy such a step is sliced per replica instead (host/replica_step.py:
+its host part once per replica in strategy.run's own replica threads, handing over at each
+merge_call as eagerly; one TF part for every local replica); where that cannot be done, and
+under OneDeviceStrategy, it runs eagerly, once per replica, with a reason naming its host
+lines (`host_work`). The replicated call is made from the thread that called
+`strategy.run` (cross-replica context), never from a replica thread, so no replica waits on
+another through gpe's locks.
 """
 from __future__ import annotations
 
