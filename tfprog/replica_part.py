@@ -49,6 +49,17 @@ class _ReplicaTrace(_TraceRuntime):
         super().__init__(*args, **kwargs)
         self.local = threading.local()
         self.merges: dict[int, list] = {}  # replica thread id -> [last gate per merge]
+        self.unordered = False  # a merge_call outside a statement with effects
+
+    @contextlib.contextmanager
+    def line(self, lineno: int, effect: bool):
+        outer = getattr(self.local, "effect", None)
+        self.local.effect = effect
+        try:
+            with super().line(lineno, effect):
+                yield
+        finally:
+            self.local.effect = outer
 
     def gate(self, queues, index, segment, carried, rescue=None, live=()):
         with tf.control_dependencies(self._earlier()):
@@ -77,7 +88,11 @@ class _ReplicaTrace(_TraceRuntime):
         return segment()
 
     def merged(self) -> None:
-        """A replica's merge_call, while traced."""
+        """A replica's merge_call, while traced. One outside a statement with effects (an
+        `all_reduce` the slicer saw as plain TF work) is not ordered after the host work
+        before it (no gate there): the host part could not hand over at it."""
+        if not getattr(self.local, "effect", False):
+            self.unordered = True
         self.merges.setdefault(threading.get_ident(), []).append(
             getattr(self.local, "gate", None))
 
@@ -135,6 +150,10 @@ def build_replica_part(plan: SlicePlan, tf_factory, bound: dict, specs: dict, la
                         f"{plan.user_terms(str(exc))}") from exc
     if runtime.random.count or randomness.leftover(concrete.graph) is not None:
         raise PartError("the step has random ops (not sliced per replica)")
+    if runtime.unordered:
+        raise PartError("a merge_call (a cross-replica all-reduce) outside a statement "
+                        "with effects: the host part could not hand over to the next "
+                        "replica at it in eager's order")
     merges = list(runtime.merges.values())
     if len(merges) != replicas or any(m != merges[0] for m in merges):
         raise PartError("the replicas made different merge_calls when traced")
