@@ -5,13 +5,17 @@ write it: batches from `strategy.experimental_distribute_dataset`, a per-replica
 `tf.nn.compute_average_loss` and a Keras optimizer, and a distributed step that calls
 `strategy.run(step, args=(batch,))` and `strategy.reduce`.
 
-    python examples/distributed.py [--program vars|keras|subclassed] [--steps N]
+    python examples/distributed.py [--program vars|keras|subclassed|hostwork|modellosses]
+                                   [--steps N]
                                    [--mode eager|tf.function|gpe|all] [--wrap dist|replica]
                                    [--strategy mirrored|multiworker|onedevice|default]
                                    [--json FILE]
 
 Programs: `vars` (two variables, SGD), `keras` (a Sequential MLP, Adam), `subclassed` (a
-subclassed keras.Model with its own distributed step method, SGD with momentum).
+subclassed keras.Model with its own distributed step method, SGD with momentum),
+`hostwork` (a per-replica step with host work: a printed step counter, the loss read back
+into a Python list), `modellosses` (the same with the tutorial's `compute_loss` helper and
+its `if model_losses:` inside the tape's block).
 `--mode` wraps the step (`--wrap dist`: the function that calls strategy.run; `replica`:
 the per-replica step) with tf.function or gpe.function; `gpe run examples/distributed.py`
 runs it unmodified; `--mode all` (or a comma-separated list) trains one program per mode
@@ -158,7 +162,60 @@ class Subclassed(KerasMLP):
         return loss
 
 
-PROGRAMS = {"vars": Vars, "keras": KerasMLP, "subclassed": Subclassed}
+class HostWork(KerasMLP):
+    """A per-replica step with host work: a Python step counter printed, the per-replica
+    loss read back (`.numpy()`) into a Python list. A regularised layer, SGD."""
+
+    def __init__(self, strategy):
+        self.strategy = strategy
+        tf.keras.utils.set_random_seed(3)
+        with strategy.scope():
+            self.model = tf.keras.Sequential([
+                tf.keras.Input((FEATURES,)),
+                tf.keras.layers.Dense(HIDDEN, activation="relu",
+                                      kernel_regularizer=tf.keras.regularizers.L2(1e-3)),
+                tf.keras.layers.Dense(1)])
+            self.opt = tf.keras.optimizers.SGD(0.01)
+        self.counter, self.seen = [0], []
+
+    def compute_loss(self, labels, predictions, model_losses):
+        per_example = tf.reduce_mean(tf.square(predictions - labels), axis=1)
+        loss = tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
+        if model_losses:
+            loss += tf.nn.scale_regularization_loss(tf.add_n(model_losses))
+        return loss
+
+    def replica_step(self, batch):
+        x, y = batch
+        self.counter[0] += 1
+        print("replica step", self.counter[0])
+        with tf.GradientTape() as tape:
+            per_example = tf.reduce_mean(tf.square(self.model(x, training=True) - y), axis=1)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
+        self.seen.append(loss.numpy().item())
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.opt.apply_gradients(zip(grads, self.model.trainable_variables))
+        return loss
+
+
+class ModelLosses(HostWork):
+    """The tutorial's step as written: its `compute_loss` helper adds the regularisation
+    losses `if model_losses:` (a Python list, `model.losses`), inside the tape's block."""
+
+    def replica_step(self, batch):
+        x, y = batch
+        self.counter[0] += 1
+        print("replica step", self.counter[0])
+        with tf.GradientTape() as tape:
+            loss = self.compute_loss(y, self.model(x, training=True), self.model.losses)
+        self.seen.append(loss.numpy().item())
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.opt.apply_gradients(zip(grads, self.model.trainable_variables))
+        return loss
+
+
+PROGRAMS = {"vars": Vars, "keras": KerasMLP, "subclassed": Subclassed, "hostwork": HostWork,
+            "modellosses": ModelLosses}
 
 
 def wrap(program, mode: str, which: str):

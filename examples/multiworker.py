@@ -3,7 +3,7 @@ per worker, each with its TF_CONFIG (free localhost ports), as on real machines.
 
     python examples/multiworker.py --workers N [--steps S] [--mode eager|gpe|both]
                                    [--die-at STEP] [--timeout SECONDS]
-                                   [--wrap dist|replica]
+                                   [--wrap dist|replica] [--host-work]
 
 The launcher starts N workers, waits for them (bounded: `--timeout` plus start-up), and
 checks that they agree (same final weights on every worker); `--mode both` trains eagerly
@@ -24,6 +24,8 @@ uninterrupted one.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import socket
@@ -75,6 +77,22 @@ def worker(args) -> dict:
         opt.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
+    counter, seen = [0], []
+
+    def host_work_step(x, y):  # --host-work: a printed counter, the loss read back
+        counter[0] += 1
+        print("replica step", counter[0])
+        with tf.GradientTape() as tape:
+            per_example = tf.reduce_mean(tf.square(model(x, training=True) - y), axis=1)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+        seen.append(loss.numpy().item())
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    if args.host_work:
+        replica_step = host_work_step  # noqa: F811 (dist_step finds it as a free name)
+
     def dist_step(x, y):
         per_replica = strategy.run(replica_step, args=(x, y))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
@@ -88,21 +106,23 @@ def worker(args) -> dict:
     elif wrap is not None:
         dist_step = wrap(dist_step)
     wrapped = replica_step if args.wrap == "replica" else dist_step
-    losses, times = [], []
+    losses, times, printed = [], [], io.StringIO()
     for step in range(int(step_var.numpy()), args.steps):
         if step == args.die_at and index == 1:
             os._exit(3)  # a worker lost mid-training
         batch = batch_for(step)
         start = time.perf_counter()
-        losses.append(dist_step(*batch))
-        float(losses[-1])  # timed to the step's end (the graph's too)
+        with contextlib.redirect_stdout(printed):
+            losses.append(dist_step(*batch))
+            float(losses[-1])  # timed to the step's end (the graph's too)
         times.append(time.perf_counter() - start)
         step_var.assign_add(1)
         if (step + 1) % args.every == 0:
             manager.save()
     result = {"index": index, "losses": [float(v) for v in losses],
               "weights": [v.numpy().tolist() for v in model.weights],
-              "ms": 1e3 * sorted(times[4:] or times)[len(times[4:] or times) // 2]}
+              "ms": 1e3 * sorted(times[4:] or times)[len(times[4:] or times) // 2],
+              "printed": printed.getvalue(), "seen": seen}
     if hasattr(wrapped, "stats"):
         result["stats"] = {k: v for k, v in wrapped.stats().items()
                            if k in ("calls", "graph_calls", "eager_calls", "fallbacks")}
@@ -139,6 +159,7 @@ def launch(n: int, mode: str, workdir: str, args, restore: bool = False,
                "--steps", str(args.steps), "--every", str(args.every), "--out", out,
                "--ckpt", os.path.join(workdir, f"ckpt-{mode}{tag}"), "--die-at", str(die_at),
                "--timeout", str(args.timeout), "--wrap", args.wrap]
+        cmd += ["--host-work"] if args.host_work else []
         cmd += ["--restore"] if restore else []
         procs.append((subprocess.Popen(cmd, env=env, cwd=workdir, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, text=True), out))
@@ -175,6 +196,9 @@ def main(argv=None) -> int:
     parser.add_argument("--die-at", type=int, default=-1)
     parser.add_argument("--timeout", type=int, default=30)
     parser.add_argument("--wrap", choices=["dist", "replica"], default="dist")
+    parser.add_argument("--host-work", action="store_true",
+                        help="a per-replica step with host work: a printed step counter "
+                        "and the loss read back (.numpy()) into a Python list")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--restore", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -212,6 +236,11 @@ def run_launcher(args) -> int:
         same = runs["gpe"][0]["weights"] == runs["eager"][0]["weights"] and (
             args.die_at >= 0 or runs["gpe"][0]["losses"] == runs["eager"][0]["losses"])
         print("gpe equals eager (losses and final weights):", same)
+        host = all(g["printed"] == e["printed"] and g["seen"] == e["seen"]
+                   for g, e in zip(runs["gpe"], runs["eager"]))
+        print("gpe's host work equals eager's on every worker (printed output, the "
+              "losses read back):", host)
+        same &= host
         ok &= same
     print("OK" if ok else "FAILED", "workdir", workdir)
     return 0 if ok else 1

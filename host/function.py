@@ -227,7 +227,14 @@ class SlicedFunction:
             return self._eager(args, kwargs)
         if (self.auto or self.replica_step) and not any(l.place == "TF" for l in plan.lines):
             if self.replica_step:
-                self._note("strategy.run's step has host work (it would run once, when "
+                self.host_work = True  # its host part runs once per replica, where it can
+                steps = replicated.host_work_steps(self, values)
+                if steps is not None:  # (this call counts there)
+                    self.stats_.calls -= 1
+                    self.plain = True
+                    return steps(tuple(values["args"]), dict(values.get("kwargs") or {}))
+                self._note(f"strategy.run's step has host work "
+                           f"{replicated.host_work(self, values)} (it would run once, when "
                            "traced): it runs eagerly, once per replica", warn=not self.auto)
             self.plain = True  # no TF work: plain Python from now on
             return self._eager(args, kwargs)

@@ -16,23 +16,29 @@ replica context; per-replica inputs cross as their components, and the call key 
 the strategy, the step and the replicas' devices (their number). The step's own
 statistics count these calls (one per `strategy.run`).
 
-A step with host work (a `print`, `.numpy()`) would run that work once, when traced: the
-slicer then leaves `strategy.run` on the host, where it runs eagerly, once per replica as
-eagerly (recorded as a fallback with its reason). The call is made from the thread that
-called `strategy.run` (cross-replica context), never from a replica thread, so no replica
-waits on another through gpe's locks.
+A step with host work (a `print`, `.numpy()`, a Python list) would run that work once,
+when traced: the slicer then leaves `strategy.run` on the host. Under MirroredStrategy and
+MultiWorkerMirroredStrategy such a step is sliced per replica instead (host/replica_step.py:
+its host part once per replica in strategy.run's own replica threads, handing over at each
+merge_call as eagerly; one TF part for every local replica); where that cannot be done, and
+under OneDeviceStrategy, it runs eagerly, once per replica, with a reason naming its host
+lines (`host_work`). The replicated call is made from the thread that called
+`strategy.run` (cross-replica context), never from a replica thread, so no replica waits on
+another through gpe's locks.
 """
 from __future__ import annotations
 
+import os
 import threading
 import types
 import weakref
 from typing import Any
 
-from tensorflow.python.distribute import mirrored_run, one_device_strategy
+from tensorflow.python.distribute import distribute_utils, mirrored_run, mirrored_strategy, \
+    one_device_strategy
 from tensorflow.python.eager.context import executing_eagerly
 
-__all__ = ["install"]
+__all__ = ["host_work", "install"]
 
 
 class Replicated:
@@ -85,20 +91,26 @@ def _one_device_call(extended, fn, args, kwargs):
 
 
 def _call_for_each_replica(strategy, fn, args=None, kwargs=None):
-    replicated = _replicated(strategy, fn, args, kwargs)
+    replicated = _replicated(strategy, fn, args, kwargs, per_replica=True)
     if replicated is not None:
         return replicated()
     return _original(strategy, fn, args, kwargs)
 
 
-def _replicated(strategy, fn, args, kwargs):
+def _replicated(strategy, fn, args, kwargs, per_replica: bool = False):
     """The replicated sliced call of `strategy.run(fn, ...)` (a thunk), or None where `fn`
-    is not a sliced function or the call is not eager."""
+    is not a sliced function or the call is not eager. A step with host work
+    (`per_replica`: under MirroredStrategy or MultiWorkerMirroredStrategy) runs its host
+    part once per replica beside one replicated TF part (host/replica_step.py)."""
     if executing_eagerly() and getattr(type(fn), "_gpe_sliced", False):
         bound = hasattr(fn, "_obj")  # a sliced method bound to an object
         sliced, obj = (fn._sliced, fn._obj) if bound else (fn, None)
         if not sliced.plain:
             entry = _entry(strategy, sliced, obj)
+            if per_replica and (getattr(entry[1], "host_work", False)
+                                or getattr(entry[2], "host_work", False)):
+                steps = _host_work_steps(strategy, sliced, obj, entry)
+                return lambda: steps(tuple(args or ()), dict(kwargs or {}))
             if kwargs:
                 return lambda: entry[2](entry[0], tuple(args or ()), dict(kwargs))
             return lambda: entry[1](entry[0], tuple(args or ()))
@@ -118,6 +130,28 @@ def _entry(strategy, sliced, obj) -> tuple:
         return entry
 
 
+def host_work_steps(wrapper, values: dict):
+    """The per-replica runner of the step `wrapper` (a replicated call) runs, found to
+    have host work, where strategy.run is MirroredStrategy's or MultiWorkerMirrored's;
+    None elsewhere (OneDeviceStrategy: it runs eagerly)."""
+    replicated = values.get("self")
+    strategy = getattr(replicated, "strategy", None)
+    if not isinstance(getattr(strategy, "extended", None), mirrored_strategy.MirroredExtended):
+        return None
+    obj = getattr(replicated.step, "__self__", None)
+    entry = _entry(strategy, wrapper.replica_step, obj)
+    return _host_work_steps(strategy, wrapper.replica_step, obj, entry)
+
+
+def _host_work_steps(strategy, sliced, obj, entry):
+    with _lock:
+        steps = getattr(entry[1], "per_replica", None)
+        if steps is None:
+            from gpe.host.replica_step import HostWorkSteps
+            steps = entry[1].per_replica = HostWorkSteps(strategy, sliced, obj, _original)
+        return steps
+
+
 def _wrap(sliced, method):
     """A sliced function of `method` that counts in `sliced`'s statistics and waits for
     its payoff (gpe run) as `sliced` does."""
@@ -129,3 +163,31 @@ def _wrap(sliced, method):
     wrapper.__qualname__ = f"{sliced.__qualname__} (strategy.run)"
     sliced.replicated.append(wrapper)
     return wrapper
+
+
+def host_work(wrapper, values: dict) -> str:
+    """Where the step that `wrapper` (a replicated call) runs has host work, from the
+    step's own plan for one replica's arguments: "file:line (`source`)" for its host
+    statements (up to three, its returns aside), or why it is not sliced at all."""
+    step = wrapper.replica_step
+    replicated = values.get("self")
+    obj = getattr(getattr(replicated, "step", None), "__self__", None)
+    try:
+        args, kwargs = distribute_utils.select_replica(
+            0, (tuple(values.get("args", ())), dict(values.get("kwargs") or {})))
+        plan = step.builder.plan(step.keys.values(
+            args if obj is None else (obj, *args), kwargs))
+    except Exception as exc:  # noqa: BLE001 (a refusal, or arguments it cannot take)
+        return f"({exc})"
+    return host_lines(plan)
+
+
+def host_lines(plan) -> str:
+    """"at file:line (`source`: why), ..." for a plan's host statements (up to three, its
+    returns aside)."""
+    name = os.path.basename(plan.filename)
+    lines = [f"{name}:{r.lineno} (`{plan.user_terms(r.source, quote=False)}`: "
+             f"{plan.user_terms(r.reason).removeprefix('host: ')})" for r in plan.lines
+             if r.place == "host" and r.lineno != plan.lineno and "returns" not in r.reason]
+    more = f" and {len(lines) - 3} more" if len(lines) > 3 else ""
+    return f"at {', '.join(lines[:3])}{more}" if lines else ""

@@ -42,6 +42,25 @@ def test_two_workers_with_the_replica_step_sliced_equal_eager(tmp_path):
 
 
 @pytest.mark.timeout(300)
+def test_two_workers_with_a_host_work_replica_step_slice_and_equal_eager(tmp_path):
+    """A per-replica step with host work (a printed step counter, the loss read back with
+    .numpy() into a Python list), gpe.function on it, plain strategy.run on each of 2
+    workers: the workers agree, gpe's losses, weights, printed output and host list equal
+    eager's on every worker, and every call after the 3 profile calls runs sliced (the
+    host part in the worker's replica thread, the TF part with the collective all-reduce
+    in the graph: host/replica_step.py)."""
+    proc = _launch(tmp_path, "--mode", "both", "--steps", "8", "--wrap", "replica",
+                   "--host-work")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "eager: workers agree: True" in out and "gpe: workers agree: True" in out
+    assert "gpe equals eager (losses and final weights): True" in out
+    assert "host work equals eager's on every worker (printed output, the losses read " \
+        "back): True" in out
+    assert out.count("'graph_calls': 5, 'eager_calls': 3, 'fallbacks': {}") == 2, out
+
+
+@pytest.mark.timeout(300)
 def test_killed_worker_ends_the_other_with_an_error_and_restart_resumes(tmp_path):
     proc = _launch(tmp_path, "--mode", "gpe", "--steps", "8", "--every", "3",
                    "--die-at", "4", "--timeout", "15")
