@@ -161,7 +161,8 @@ def report() -> str:
         s = fn.stats()
         lines.append(f"  {fn.__qualname__}: {s['calls']} calls, {s['graph_calls']} sliced, "
                      f"{s['eager_calls']} eager, {s['variants']} variant(s)"
-                     + (" (not sliced: plain Python from then on)" if fn.plain else ""))
+                     + (" (not sliced: plain Python from then on)" if fn.plain else "")
+                     + "; second half: {} of {} sliced".format(*s["second_half"]))
         lines.extend(_eager_lines(s))
         for reason, count in s["guard_failures"].items():
             lines.append(f"      guard failed x{count}: {reason}")

@@ -82,6 +82,7 @@ class SlicedFunction:
 
     def __call__(self, *args, **kwargs):
         self.stats_.calls += 1
+        self.stats_.began()
         if not eager_now():  # inside a graph being traced: plain TF
             return self._traced(args, kwargs)
         if self.plain:
@@ -172,6 +173,7 @@ class SlicedFunction:
         """Run `variant` inside a sliced call of another function (whose TF part runs
         this one's); its begin() tells the caller's TF part to go on (session.nested_start)."""
         self.stats_.calls += 1
+        self.stats_.began()
         self.stats_.graph_calls += 1
         try:
             return variant.host_fn(*args, **kwargs)

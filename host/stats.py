@@ -29,6 +29,22 @@ class Stats:
     guard_failures: dict[str, int] = field(default_factory=dict)  # "expected X, got Y"
     built: list[str] = field(default_factory=list)  # the assumptions of each variant
     warned: set[str] = field(default_factory=set)   # fallback reasons warned about
+    # graph_calls when each call began (index: the call's number - 1), for the share of
+    # the later calls that ran sliced (second_half)
+    history: list[int] = field(default_factory=list)
+
+    def began(self) -> None:
+        """A call was counted (calls += 1): note graph_calls at its start. A call counted
+        again (calls -= 1, then dispatched anew) replaces its entry."""
+        del self.history[self.calls - 1:]
+        self.history.append(self.graph_calls)
+
+    def second_half(self) -> tuple[int, int]:
+        """(sliced, calls) over the second half of the calls so far."""
+        half = self.calls // 2
+        if half >= len(self.history):
+            return 0, self.calls - half
+        return self.graph_calls - self.history[half], self.calls - half
 
     def as_dict(self) -> dict[str, Any]:
         return {"calls": self.calls, "graph_calls": self.graph_calls,
@@ -38,7 +54,8 @@ class Stats:
                 "traced_calls": self.traced_calls,
                 "variants": self.variants, "fallbacks": dict(self.fallbacks),
                 "guard_failures": dict(self.guard_failures),
-                "variants_built": list(self.built)}
+                "variants_built": list(self.built),
+                "second_half": self.second_half()}
 
     def guard_failed(self, reason: str) -> None:
         self.guard_failures[reason] = self.guard_failures.get(reason, 0) + 1
