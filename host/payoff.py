@@ -21,6 +21,7 @@ import sys
 import threading
 
 DEFAULT_BUILD_S = 0.1
+TIMES_KEPT = 8  # eager call times kept: the adaptive timer's eager figure (adaptive.py)
 PROGRESS_S = 1.0
 
 
@@ -69,12 +70,13 @@ COSTS = BuildCosts()
 class Payoff:
     """One function's eager time while it waits to pay off its build."""
 
-    __slots__ = ("eager_s", "calls", "waiting")
+    __slots__ = ("eager_s", "calls", "waiting", "times")
 
     def __init__(self, waiting: bool):
         self.eager_s = 0.0
         self.calls = 0
         self.waiting = waiting
+        self.times: list[float] = []  # the counted calls' seconds, the last TIMES_KEPT
 
     def eager_call(self, seconds: float) -> bool:
         """An eager call took `seconds`; True once the function has paid off (build it).
@@ -83,6 +85,7 @@ class Payoff:
         self.calls += 1
         if self.calls > 1:
             self.eager_s += seconds
+            self.times = self.times[-(TIMES_KEPT - 1):] + [seconds]
         if self.eager_s >= COSTS.expected_s():
             self.waiting = False
         return not self.waiting
