@@ -13,7 +13,7 @@ in the graph used to run 40 of its calls eagerly, at eager's cost, before its ve
 The first eager block is cut short after PROBE_CALLS calls when their median already shows
 sliced at most CLEAR of it (the other way, final, takes the whole block), and is skipped when the function's plain eager calls before it was built
 (`gpe run`'s payoff wait, host/payoff.py: `prior`, at least PROBE_CALLS of them) show
-sliced at most CLEAR of their median: a training step then runs no timed eager call (a
+sliced at most PRIOR_CLEAR of their median: a training step then runs no timed eager call (a
 ratio that is not clear that way is measured as before, both ways in turn).
 Otherwise a round of BLOCKS blocks each way decides (the first blocks count in it).
 The verdict has hysteresis: sliced stays only when clearly faster (at most SLICED_MARGIN of
@@ -40,6 +40,10 @@ TIE_BREAK = 0.95     # after MAX_ROUNDS inside the band: sliced below this, else
 CLEAR = 1 / 3        # after the first block each way: sliced/eager at most this (or at
                      # least its inverse) settles at once
 PROBE_CALLS = 3      # calls of the first eager block after which a clear case settles
+PRIOR_CLEAR = 0.6    # sliced/eager at most this, eager being the plain calls before the
+                     # build (`prior`), settles at once: 1.5x inside SLICED_MARGIN, for a load
+                     # that changed since (eager calls timed between sliced blocks measured
+                     # 1.5-3x those plain calls: examples/numpy_mid_step)
 
 _WARM, _SLICED, _EAGER, _SETTLED = range(4)
 
@@ -107,7 +111,7 @@ class AdaptiveTimer:
             self.sliced.append(statistics.median(self.block) + waited / BLOCK_CALLS)
             self.phase = _EAGER
             if len(self.sliced) == 1 and len(self.prior) >= PROBE_CALLS and \
-                    self.sliced[0] <= CLEAR * statistics.median(self.prior):
+                    self.sliced[0] <= PRIOR_CLEAR * statistics.median(self.prior):
                 self.eager.append(statistics.median(self.prior))
                 self.rounds = 1
                 self._settle(self._ratio(), len(self.prior))

@@ -62,10 +62,10 @@ def test_a_clear_case_is_settled_after_one_block_and_a_probe():
 def test_plain_eager_calls_before_the_build_settle_a_clear_case_with_no_eager_call():
     """`gpe run` times the function's plain eager calls while it waits to pay off its build
     (payoff.py): with PROBE_CALLS of them, a sliced block at most CLEAR of their median
-    settles at once; a prior that does not make it clear is measured as before (here the
-    probe, eager being 10x sliced)."""
+    settles at once (sliced at most PRIOR_CLEAR of it); a prior that does not make it clear
+    is measured as before (here the probe, eager being 10x sliced)."""
     for prior, eager_calls in (([1000e-6] * 5, 0), ([1000e-6] * 2, PROBE_CALLS),
-                               ([150e-6] * 5, PROBE_CALLS)):  # then the probe's
+                               ([170e-6] * 5, 0), ([150e-6] * 5, PROBE_CALLS)):
         clock, timer = Clock(), AdaptiveTimer(clock=Clock(), prior=prior)
         timer.clock = clock
         counts = {"eager": 0}
