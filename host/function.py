@@ -265,7 +265,7 @@ class SlicedFunction:
                 return self.builder.plan(values)
         finally:
             self._plan_s = time.perf_counter() - started
-            COSTS.add(self._plan_s, built=False)
+            COSTS.add(self._plan_s, built=False, slicing=True)
 
     def _build(self, key, plan: SlicePlan, values, runs, sibling) -> None:
         started = time.perf_counter()
@@ -282,7 +282,7 @@ class SlicedFunction:
             return
         finally:
             seconds = time.perf_counter() - started
-            COSTS.add(seconds, built=True)
+            COSTS.add(seconds, True, self.payoff.call_s(), self._plan_s)
             progress("slicing and building", self.__qualname__, self.where,
                      self._plan_s + seconds)
         self.cache.add(self.keys.add_guards(plan.captures, values, plan.tests), variant)
