@@ -74,6 +74,17 @@ def sliced_fraction(stats: dict) -> str:
 
 _ROW = re.compile(r"^\s+(\S+): (\d+) calls, (?:(\d+) sliced, .*second half: (\d+) of "
                   r"(\d+) sliced|\d+ ms eagerly)")
+_INTERVAL = re.compile(r"^\s+(\S+): .*, ([\d.]+) ms a call to the end")
+
+
+def run_ms(report: list[str] | None, step: str | None) -> float | None:
+    """`gpe run`'s time per call of the timed step over the second half, up to the end of
+    the program (its report), the wait for the graph included."""
+    for line in report or []:
+        m = _INTERVAL.match(line)
+        if m and step and m.group(1).rsplit(".", 1)[-1] == step.rsplit(".", 1)[-1]:
+            return float(m.group(2))
+    return None
 
 
 def run_steps(report: list[str] | None) -> dict:
@@ -153,6 +164,8 @@ def drive(path: str, modes, steps, warmup, adaptive, out_dir, repeats=0,
             row["rc"] = record.get("rc")
             row["report"] = record.get("report")
             row["whole"], row["second_half"], row["sliced"] = run_fraction(row["report"])
+            step = ((summary["modes"].get("eager") or {}).get("timing") or {}).get("step")
+            row["timing"] = {"step": step, "median_ms": run_ms(row["report"], step)}
         if record.get("traceback"):
             row["traceback"] = record["traceback"]
         row["stdout"] = row.get("stdout", None)
@@ -200,7 +213,8 @@ def table(summaries) -> str:
             return text.replace("|", "/").replace("\n", " ")
         run = "-"
         if r:
-            run = ("ok, " if not r.get("error") else f"{r['error']}; ") + match(r) + \
+            run = f"{ms(r, e)}; " + ("ok, " if not r.get("error") else f"{r['error']}; ") + \
+                match(r) + \
                 f"; {r.get('sliced', '')}"
         lines.append(" | ".join([
             f"| {s['program']}", ms(e), ms(t, e), match(t), ms(g, e),

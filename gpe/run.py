@@ -164,7 +164,8 @@ def report() -> str:
         lines.append(f"  {fn.__qualname__}: {s['calls']} calls, {s['graph_calls']} sliced, "
                      f"{s['eager_calls']} eager, {s['variants']} variant(s)"
                      + (" (not sliced: plain Python from then on)" if fn.plain else "")
-                     + "; second half: {} of {} sliced".format(*s["second_half"]))
+                     + "; second half: {} of {} sliced".format(*s["second_half"])
+                     + _interval(fn))
         lines.extend(_eager_lines(s))
         for reason, count in s["guard_failures"].items():
             lines.append(f"      guard failed x{count}: {reason}")
@@ -188,3 +189,8 @@ def _waiting_lines(waiting: list) -> list[str]:
         lines.append(f"    {fn.__qualname__}: {fn.stats()['calls']} calls, "
                      f"{fn.payoff.eager_s * 1e3:.0f} ms eagerly")
     return lines
+
+
+def _interval(fn) -> str:
+    ms = fn.stats_.interval_ms()
+    return f", {ms:.2f} ms a call to the end" if ms is not None else ""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,12 +33,24 @@ class Stats:
     # graph_calls when each call began (index: the call's number - 1), for the share of
     # the later calls that ran sliced (second_half)
     history: list[int] = field(default_factory=list)
+    starts: list[float] = field(default_factory=list)  # when each call began (perf_counter)
 
     def began(self) -> None:
         """A call was counted (calls += 1): note graph_calls at its start. A call counted
         again (calls -= 1, then dispatched anew) replaces its entry."""
         del self.history[self.calls - 1:]
+        del self.starts[self.calls - 1:]
         self.history.append(self.graph_calls)
+        self.starts.append(time.perf_counter())
+
+    def interval_ms(self) -> float | None:
+        """From the start of the second half's first call to now, per call of the second
+        half: a training step's time per step once the program has ended (the loop's host
+        work and the wait for the graph's work in flight included); None under 4 calls."""
+        late = self.starts[len(self.starts) // 2:]
+        if len(late) < 2:
+            return None
+        return (time.perf_counter() - late[0]) / len(late) * 1e3
 
     def second_half(self) -> tuple[int, int]:
         """(sliced, calls) over the second half of the calls so far."""
