@@ -212,7 +212,8 @@ class SlicedFunction:
             return self._eager(args, kwargs)
         if self.assumed.relax(values):  # the first shapes are recorded here
             key = self.keys.key(values)
-        self.assumed.note_ints(values)
+        if self.assumed.note_ints(values):  # a step counter: this call profiles the
+            key = self.keys.key(values)     # variant that sends it
         try:
             plan = self._plan(values)
         except NotBuilt as not_yet:  # sliced again at the next call

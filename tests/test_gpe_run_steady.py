@@ -57,6 +57,41 @@ def test_a_user_class_whose_call_gpe_run_wrapped_is_tf_work_in_the_tape():
     assert run.target.stats()["graph_calls"] == 4
 
 
+@pytest.mark.timeout(300)
+def test_a_step_counter_argument_is_sent_after_three_calls():
+    """`train_step(x, step)` with the step number an int: each value was folded into a
+    variant of its own until the fifth, so 8 calls ran eagerly (5 values profiled, then 3
+    profile calls of the variant that sends it). A new value at each of the first three
+    calls now makes it sent, and the third call profiles that variant: 5 eager calls."""
+    def make(log):
+        w = tf.Variable(tf.ones([4, 1]))
+
+        def train_step(x, step):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(x @ w - Y[:4])) * (1.0 + 0.1 * step)
+            w.assign_sub(0.01 * tape.gradient(loss, w))
+            log.append(step)
+            return loss
+        return train_step, {"w": w}, [(X[:4], i) for i in range(10)]
+    run = check(make, None, graph_calls=5, profile_calls=3, adaptive=False)
+    assert run.target.stats()["profile_calls"] == 5
+
+
+def test_an_int_flag_taking_turns_stays_folded():
+    """Two values in turn (a phase flag) repeat within three calls: still folded, a
+    variant per value."""
+    def make(log):
+        w = tf.Variable(tf.ones([4, 1]))
+
+        def train_step(x, phase):
+            scale = 2.0 if phase == 0 else 0.5   # a host branch on the folded flag
+            w.assign_sub(0.01 * scale * tf.reduce_mean(x @ w) * tf.ones([4, 1]))
+            return tf.reduce_sum(w)
+        return train_step, {"w": w}, [(X[:4], i % 2) for i in range(8)]
+    run = check(make, None, graph_calls=6)
+    assert run.target.stats()["variants"] == 2
+
+
 def test_the_report_lists_functions_that_waited_on_payoff_apart(monkeypatch):
     """A function never built because its eager time stayed under a build's expected cost
     was listed among "functions with TF work" (dqn's NumPy environment, 0 sliced): it is
