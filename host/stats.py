@@ -1,6 +1,7 @@
 """A sliced function's statistics, and its fallback notes (warned about once per cause)."""
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 import warnings
@@ -8,6 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 log = logging.getLogger("gpe")
+
+
+HISTORY_KEPT = 1024  # call entries a Stats keeps (second_half)
 
 
 class GpeWarning(UserWarning):
@@ -30,34 +34,42 @@ class Stats:
     guard_failures: dict[str, int] = field(default_factory=dict)  # "expected X, got Y"
     built: list[str] = field(default_factory=list)  # the assumptions of each variant
     warned: set[str] = field(default_factory=set)   # fallback reasons warned about
-    # graph_calls when each call began (index: the call's number - 1), for the share of
-    # the later calls that ran sliced (second_half)
-    history: list[int] = field(default_factory=list)
-    starts: list[float] = field(default_factory=list)  # when each call began (perf_counter)
+    # (call number, graph_calls, perf_counter) when every `stride`th call began, for the
+    # share of the later calls that ran sliced (second_half); at most HISTORY_KEPT kept
+    history: list[tuple[int, int, float]] = field(default_factory=list)
+    stride: int = 1
 
     def began(self) -> None:
-        """A call was counted (calls += 1): note graph_calls at its start. A call counted
-        again (calls -= 1, then dispatched anew) replaces its entry."""
-        del self.history[self.calls - 1:]
-        del self.starts[self.calls - 1:]
-        self.history.append(self.graph_calls)
-        self.starts.append(time.perf_counter())
+        """A call was counted (calls += 1). A call counted again (calls -= 1, then
+        dispatched anew) replaces its entry."""
+        n, history = self.calls - 1, self.history
+        while history and history[-1][0] >= n:
+            history.pop()
+        if n % self.stride == 0:
+            history.append((n, self.graph_calls, time.perf_counter()))
+            if len(history) > HISTORY_KEPT:  # every other one: twice the stride
+                self.history, self.stride = history[::2], self.stride * 2
+
+    def _late(self) -> tuple[int, int, float] | None:
+        """The entry of the first call of the second half (within a stride)."""
+        i = bisect.bisect_left(self.history, (self.calls // 2,))
+        return self.history[i] if i < len(self.history) else None
+
+    def second_half(self) -> tuple[int, int]:
+        """(sliced, calls) over the second half of the calls so far."""
+        late = self._late()
+        if late is None:
+            return 0, self.calls - self.calls // 2
+        return self.graph_calls - late[1], self.calls - late[0]
 
     def interval_ms(self) -> float | None:
         """From the start of the second half's first call to now, per call of the second
         half: a training step's time per step once the program has ended (the loop's host
         work and the wait for the graph's work in flight included); None under 4 calls."""
-        late = self.starts[len(self.starts) // 2:]
-        if len(late) < 2:
+        late = self._late()
+        if late is None or self.calls - late[0] < 2:
             return None
-        return (time.perf_counter() - late[0]) / len(late) * 1e3
-
-    def second_half(self) -> tuple[int, int]:
-        """(sliced, calls) over the second half of the calls so far."""
-        half = self.calls // 2
-        if half >= len(self.history):
-            return 0, self.calls - half
-        return self.graph_calls - self.history[half], self.calls - half
+        return (time.perf_counter() - late[2]) / (self.calls - late[0]) * 1e3
 
     def as_dict(self) -> dict[str, Any]:
         return {"calls": self.calls, "graph_calls": self.graph_calls,

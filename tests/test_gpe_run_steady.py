@@ -92,6 +92,24 @@ def test_an_int_flag_taking_turns_stays_folded():
     assert run.target.stats()["variants"] == 2
 
 
+def test_the_second_half_is_counted_in_bounded_memory():
+    """The report's "second half: S of N sliced" comes from one entry per call kept up to
+    HISTORY_KEPT, then one per 2, 4, ... calls: a long run keeps a bounded list."""
+    from gpe.host.stats import HISTORY_KEPT, Stats
+    stats = Stats()
+    for call in range(10 * HISTORY_KEPT):
+        stats.calls += 1
+        stats.began()
+        if call % 4 or call >= 5 * HISTORY_KEPT:  # the first half: 3 calls in 4 sliced
+            stats.graph_calls += 1
+    assert len(stats.history) <= HISTORY_KEPT
+    assert stats.second_half() == (5 * HISTORY_KEPT, 5 * HISTORY_KEPT)
+    stats.calls -= 1  # a call counted again (dispatched anew) replaces its entry
+    stats.calls += 1
+    stats.began()
+    assert stats.second_half() == (5 * HISTORY_KEPT, 5 * HISTORY_KEPT)
+
+
 def test_the_report_lists_functions_that_waited_on_payoff_apart(monkeypatch):
     """A function never built because its eager time stayed under a build's expected cost
     was listed among "functions with TF work" (dqn's NumPy environment, 0 sliced): it is
