@@ -72,8 +72,8 @@ def sliced_fraction(stats: dict) -> str:
     return ", ".join(parts) or "-"
 
 
-_ROW = re.compile(r"^\s+(\S+): (\d+) calls, (?:(\d+) sliced, .*second half: (\d+) of "
-                  r"(\d+) sliced|\d+ ms eagerly)")
+_ROW = re.compile(r"^\s+(\S+): (\d+) calls, (?:(\d+) sliced, [^;]*(?:.*last (\d+) calls: "
+                  r"(\d+) sliced)?|\d+ ms eagerly)")
 _INTERVAL = re.compile(r"^\s+(\S+): .*, ([\d.]+) ms a call to the end")
 
 
@@ -89,8 +89,10 @@ def run_ms(report: list[str] | None, step: str | None) -> float | None:
 
 def run_steps(report: list[str] | None) -> dict:
     """From `gpe run --report`: per step function (train_step, *_step) that was called,
-    (calls, sliced calls, sliced calls in the second half, calls in the second half); a
-    function that waited to pay off its build throughout counts none sliced."""
+    (calls, sliced calls, sliced calls in the second half, calls in the second half): the
+    report's "last N calls" (from a mark past half the calls; a function with too few
+    calls for it: all its calls); a function that waited to pay off its build throughout
+    counts none sliced."""
     found = {}
     for line in report or []:
         m = _ROW.match(line)
@@ -99,8 +101,10 @@ def run_steps(report: list[str] | None) -> dict:
         calls = int(m.group(2))
         if m.group(3) is None:  # waiting on payoff throughout
             found[m.group(1)] = (calls, 0, 0, calls - calls // 2)
+        elif m.group(4) is None:  # too few calls for the later ones apart: all of them
+            found[m.group(1)] = (calls, int(m.group(3)), int(m.group(3)), calls)
         else:
-            found[m.group(1)] = (calls, int(m.group(3)), int(m.group(4)), int(m.group(5)))
+            found[m.group(1)] = (calls, int(m.group(3)), int(m.group(5)), int(m.group(4)))
     return found
 
 

@@ -164,8 +164,7 @@ def report() -> str:
         lines.append(f"  {fn.__qualname__}: {s['calls']} calls, {s['graph_calls']} sliced, "
                      f"{s['eager_calls']} eager, {s['variants']} variant(s)"
                      + (" (not sliced: plain Python from then on)" if fn.plain else "")
-                     + "; second half: {} of {} sliced".format(*s["second_half"])
-                     + _interval(fn))
+                     + _late(s["late"]))
         lines.extend(_eager_lines(s))
         for reason, count in s["guard_failures"].items():
             lines.append(f"      guard failed x{count}: {reason}")
@@ -191,6 +190,9 @@ def _waiting_lines(waiting: list) -> list[str]:
     return lines
 
 
-def _interval(fn) -> str:
-    ms = fn.stats_.interval_ms()
-    return f", {ms:.2f} ms a call to the end" if ms is not None else ""
+def _late(late) -> str:
+    """The calls of the second half on (from a mark: stats.Stats.late), where known."""
+    calls, sliced, ms = late
+    if ms is None:
+        return ""
+    return f"; last {calls} calls: {sliced} sliced, {ms:.2f} ms a call to the end"

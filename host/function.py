@@ -82,7 +82,8 @@ class SlicedFunction:
 
     def __call__(self, *args, **kwargs):
         self.stats_.calls += 1
-        self.stats_.began()
+        if self.stats_.calls == self.stats_.mark:  # now and then: for the report's later
+            self.stats_.checkpoint()               # calls (stats.Stats.late)
         if not eager_now():  # inside a graph being traced: plain TF
             return self._traced(args, kwargs)
         if self.plain:
@@ -173,7 +174,8 @@ class SlicedFunction:
         """Run `variant` inside a sliced call of another function (whose TF part runs
         this one's); its begin() tells the caller's TF part to go on (session.nested_start)."""
         self.stats_.calls += 1
-        self.stats_.began()
+        if self.stats_.calls == self.stats_.mark:
+            self.stats_.checkpoint()
         self.stats_.graph_calls += 1
         try:
             return variant.host_fn(*args, **kwargs)

@@ -11,7 +11,7 @@ from typing import Any
 log = logging.getLogger("gpe")
 
 
-HISTORY_KEPT = 1024  # call entries a Stats keeps (second_half)
+FIRST_MARK = 16  # the first call whose start a Stats notes (late)
 
 
 class GpeWarning(UserWarning):
@@ -34,42 +34,28 @@ class Stats:
     guard_failures: dict[str, int] = field(default_factory=dict)  # "expected X, got Y"
     built: list[str] = field(default_factory=list)  # the assumptions of each variant
     warned: set[str] = field(default_factory=set)   # fallback reasons warned about
-    # (call number, graph_calls, perf_counter) when every `stride`th call began, for the
-    # share of the later calls that ran sliced (second_half); at most HISTORY_KEPT kept
-    history: list[tuple[int, int, float]] = field(default_factory=list)
-    stride: int = 1
+    # (call number, graph_calls before it, perf_counter) at calls FIRST_MARK, then every
+    # eighth of a doubling (16, 18, 20, ... 32, 36, ...): the share of the later calls
+    # that ran sliced (late), with no work on the calls in between (the call path only
+    # compares `calls` with `mark`)
+    marks: list[tuple[int, int, float]] = field(default_factory=list)
+    mark: int = FIRST_MARK
 
-    def began(self) -> None:
-        """A call was counted (calls += 1). A call counted again (calls -= 1, then
-        dispatched anew) replaces its entry."""
-        n, history = self.calls - 1, self.history
-        while history and history[-1][0] >= n:
-            history.pop()
-        if n % self.stride == 0:
-            history.append((n, self.graph_calls, time.perf_counter()))
-            if len(history) > HISTORY_KEPT:  # every other one: twice the stride
-                self.history, self.stride = history[::2], self.stride * 2
+    def checkpoint(self) -> None:
+        """The call numbered `calls` (== mark) begins: note it, and set the next mark."""
+        self.marks.append((self.calls, self.graph_calls, time.perf_counter()))
+        step = max(1, (1 << (self.calls.bit_length() - 1)) // 8)
+        self.mark = self.calls + step
 
-    def _late(self) -> tuple[int, int, float] | None:
-        """The entry of the first call of the second half (within a stride)."""
-        i = bisect.bisect_left(self.history, (self.calls // 2,))
-        return self.history[i] if i < len(self.history) else None
-
-    def second_half(self) -> tuple[int, int]:
-        """(sliced, calls) over the second half of the calls so far."""
-        late = self._late()
-        if late is None:
-            return 0, self.calls - self.calls // 2
-        return self.graph_calls - late[1], self.calls - late[0]
-
-    def interval_ms(self) -> float | None:
-        """From the start of the second half's first call to now, per call of the second
-        half: a training step's time per step once the program has ended (the loop's host
-        work and the wait for the graph's work in flight included); None under 4 calls."""
-        late = self._late()
-        if late is None or self.calls - late[0] < 2:
-            return None
-        return (time.perf_counter() - late[2]) / (self.calls - late[0]) * 1e3
+    def late(self) -> tuple[int, int, float | None]:
+        """(calls, of them sliced, ms a call up to now) from the first mark in the second
+        half on ((calls, 0, None) before the first mark: too few calls to tell)."""
+        i = bisect.bisect_left(self.marks, (self.calls // 2 + 1,))
+        if i >= len(self.marks):
+            return self.calls, 0, None
+        n, graph, started = self.marks[i]
+        count = self.calls - n + 1
+        return count, self.graph_calls - graph, (time.perf_counter() - started) / count * 1e3
 
     def as_dict(self) -> dict[str, Any]:
         return {"calls": self.calls, "graph_calls": self.graph_calls,
@@ -80,7 +66,7 @@ class Stats:
                 "variants": self.variants, "fallbacks": dict(self.fallbacks),
                 "guard_failures": dict(self.guard_failures),
                 "variants_built": list(self.built),
-                "second_half": self.second_half()}
+                "late": self.late()}
 
     def guard_failed(self, reason: str) -> None:
         self.guard_failures[reason] = self.guard_failures.get(reason, 0) + 1
