@@ -36,13 +36,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
 
 from gpe.bench_program import run_metrics
 from gpe.compare import verdict
-from gpe.drive import MODES, default_steps, gpe_report, run_mode  # noqa: F401 (re-exported)
+from gpe.drive import MODES, default_steps, gpe_report, is_step_name, run_mode  # noqa: F401
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -69,6 +70,52 @@ def sliced_fraction(stats: dict) -> str:
         frac = s["graph_calls"] / steady if steady else 0.0
         parts.append(f"{label} {s['graph_calls']}/{steady} ({frac:.0%})")
     return ", ".join(parts) or "-"
+
+
+_ROW = re.compile(r"^\s+(\S+): (\d+) calls, (?:(\d+) sliced, [^;]*(?:.*last (\d+) calls: "
+                  r"(\d+) sliced)?|\d+ ms eagerly)")
+_INTERVAL = re.compile(r"^\s+(\S+): .*, ([\d.]+) ms a call to the end")
+
+
+def run_ms(report: list[str] | None, step: str | None) -> float | None:
+    """`gpe run`'s time per call of the timed step over the second half, up to the end of
+    the program (its report), the wait for the graph included."""
+    for line in report or []:
+        m = _INTERVAL.match(line)
+        if m and step and m.group(1).rsplit(".", 1)[-1] == step.rsplit(".", 1)[-1]:
+            return float(m.group(2))
+    return None
+
+
+def run_steps(report: list[str] | None) -> dict:
+    """From `gpe run --report`: per step function (train_step, *_step) that was called,
+    (calls, sliced calls, sliced calls in the second half, calls in the second half): the
+    report's "last N calls" (from a mark past half the calls; a function with too few
+    calls for it: all its calls); a function that waited to pay off its build throughout
+    counts none sliced."""
+    found = {}
+    for line in report or []:
+        m = _ROW.match(line)
+        if m is None or not is_step_name(m.group(1).rsplit(".", 1)[-1]):
+            continue
+        calls = int(m.group(2))
+        if m.group(3) is None:  # waiting on payoff throughout
+            found[m.group(1)] = (calls, 0, 0, calls - calls // 2)
+        elif m.group(4) is None:  # too few calls for the later ones apart: all of them
+            found[m.group(1)] = (calls, int(m.group(3)), int(m.group(3)), calls)
+        else:
+            found[m.group(1)] = (calls, int(m.group(3)), int(m.group(5)), int(m.group(4)))
+    return found
+
+
+def run_fraction(report: list[str] | None) -> tuple[float, float, str]:
+    """(sliced share of all step calls, of the second half's, text) under `gpe run`."""
+    steps = run_steps(report)
+    calls, sliced = sum(v[0] for v in steps.values()), sum(v[1] for v in steps.values())
+    late, late_calls = sum(v[2] for v in steps.values()), sum(v[3] for v in steps.values())
+    whole, second = sliced / calls if calls else 0.0, late / late_calls if late_calls else 0.0
+    text = ", ".join(f"{n} {v[1]}/{v[0]}" for n, v in steps.items())
+    return whole, second, f"{text}; second half {late}/{late_calls} ({second:.0%})"
 
 
 def reasons(record: dict) -> list[str]:
@@ -120,6 +167,9 @@ def drive(path: str, modes, steps, warmup, adaptive, out_dir, repeats=0,
         if mode == "gpe-run":
             row["rc"] = record.get("rc")
             row["report"] = record.get("report")
+            row["whole"], row["second_half"], row["sliced"] = run_fraction(row["report"])
+            step = ((summary["modes"].get("eager") or {}).get("timing") or {}).get("step")
+            row["timing"] = {"step": step, "median_ms": run_ms(row["report"], step)}
         if record.get("traceback"):
             row["traceback"] = record["traceback"]
         row["stdout"] = row.get("stdout", None)
@@ -167,7 +217,9 @@ def table(summaries) -> str:
             return text.replace("|", "/").replace("\n", " ")
         run = "-"
         if r:
-            run = ("ok, " if not r.get("error") else f"{r['error']}; ") + match(r)
+            run = f"{ms(r, e)}; " + ("ok, " if not r.get("error") else f"{r['error']}; ") + \
+                match(r) + \
+                f"; {r.get('sliced', '')}"
         lines.append(" | ".join([
             f"| {s['program']}", ms(e), ms(t, e), match(t), ms(g, e),
             (g or {}).get("sliced", "-"), match(g), run.replace("|", "/"),

@@ -191,7 +191,9 @@ def report() -> str:
     wrapped = [f for f in (ref() for ref in _wrapped) if f is not None]
     # a function refused (a `del`, a generator...) runs as plain Python from then on: its
     # reason is listed with the functions that ran sliced
-    rows = [f for f in wrapped if not f.plain or f.stats()["fallbacks"]]
+    waiting = [f for f in wrapped if f.payoff.waiting and not f.plain and not f.variants
+               and not f.stats()["fallbacks"]]
+    rows = [f for f in wrapped if (not f.plain or f.stats()["fallbacks"]) and f not in waiting]
     lines = ["gpe report: functions with TF work"]
     if not rows:
         lines.append("  (none)")
@@ -199,12 +201,36 @@ def report() -> str:
         s = fn.stats()
         lines.append(f"  {fn.__qualname__}: {s['calls']} calls, {s['graph_calls']} sliced, "
                      f"{s['eager_calls']} eager, {s['variants']} variant(s)"
-                     + (" (not sliced: plain Python from then on)" if fn.plain else ""))
+                     + (" (not sliced: plain Python from then on)" if fn.plain else "")
+                     + _late(s["late"]))
         lines.extend(_eager_lines(s))
         for reason, count in s["guard_failures"].items():
             lines.append(f"      guard failed x{count}: {reason}")
         for i, assumed in enumerate(s["variants_built"], 1):
             lines.append(f"      variant {i}: {assumed}")
+    lines.extend(_waiting_lines(waiting))
     plain = sum(1 for f in wrapped if f.plain and f not in rows)
     lines.append(f"  {plain} other function(s) ran as plain Python (no TF work)")
     return "\n".join(lines)
+
+
+def _waiting_lines(waiting: list) -> list[str]:
+    """Functions never built: their plain eager time stayed under the expected cost of a
+    build (host/payoff.py), so whether they have TF work was never looked at."""
+    if not waiting:
+        return []
+    lines = [f"  {len(waiting)} function(s) ran eagerly throughout, waiting to pay off a "
+             f"build (expected {payoff.COSTS.expected_s() * 1e3:.0f} ms; GPE_PAYOFF=0: "
+             "build at once):"]
+    for fn in waiting:
+        lines.append(f"    {fn.__qualname__}: {fn.stats()['calls']} calls, "
+                     f"{fn.payoff.eager_s * 1e3:.0f} ms eagerly")
+    return lines
+
+
+def _late(late) -> str:
+    """The calls of the second half on (from a mark: stats.Stats.late), where known."""
+    calls, sliced, ms = late
+    if ms is None:
+        return ""
+    return f"; last {calls} calls: {sliced} sliced, {ms:.2f} ms a call to the end"

@@ -10,6 +10,11 @@ OS) in one call or one block does not move a median.
 A clear case is settled after the first block each way: sliced at most CLEAR of eager's
 time stays sliced, sliced at least 1/CLEAR of it runs eagerly (a training step 100x faster
 in the graph used to run 40 of its calls eagerly, at eager's cost, before its verdict).
+The first eager block is cut short after PROBE_CALLS calls when their median already shows
+sliced at most CLEAR of it (the other way, final, takes the whole block), and is skipped when the function's plain eager calls before it was built
+(`gpe run`'s payoff wait, host/payoff.py: `prior`, at least PROBE_CALLS of them) show
+sliced at most PRIOR_CLEAR of their median: a training step then runs no timed eager call (a
+ratio that is not clear that way is measured as before, both ways in turn).
 Otherwise a round of BLOCKS blocks each way decides (the first blocks count in it).
 The verdict has hysteresis: sliced stays only when clearly faster (at most SLICED_MARGIN of
 eager's time), eager is chosen when sliced is no faster; a ratio in between is measured
@@ -34,6 +39,11 @@ EAGER_MARGIN = 1.0   # sliced at least eager's time: eager; in between, measured
 TIE_BREAK = 0.95     # after MAX_ROUNDS inside the band: sliced below this, else eager
 CLEAR = 1 / 3        # after the first block each way: sliced/eager at most this (or at
                      # least its inverse) settles at once
+PROBE_CALLS = 3      # calls of the first eager block after which a clear case settles
+PRIOR_CLEAR = 0.6    # sliced/eager at most this, eager being the plain calls before the
+                     # build (`prior`), settles at once: 1.5x inside SLICED_MARGIN, for a load
+                     # that changed since (eager calls timed between sliced blocks measured
+                     # 1.5-3x those plain calls: examples/numpy_mid_step)
 
 _WARM, _SLICED, _EAGER, _SETTLED = range(4)
 
@@ -44,9 +54,11 @@ class AdaptiveTimer:
     one call in four is not timed on its own long after its sibling was."""
 
     def __init__(self, enabled: bool = True, clock: Callable[[], float] = time.perf_counter,
-                 sibling: "AdaptiveTimer | None" = None):
+                 sibling: "AdaptiveTimer | None" = None, prior: list[float] | None = None):
         self.clock = clock
         self.sibling = sibling
+        # seconds of the function's plain eager calls before this variant (payoff.py)
+        self.prior = list(prior or ())[-BLOCK_CALLS:]
         self.phase = _WARM if enabled else _SETTLED
         self.warm = 0
         self.block: list[float] = []   # the current block's call times
@@ -98,6 +110,11 @@ class AdaptiveTimer:
             waited = self.clock() - before
             self.sliced.append(statistics.median(self.block) + waited / BLOCK_CALLS)
             self.phase = _EAGER
+            if len(self.sliced) == 1 and len(self.prior) >= PROBE_CALLS and \
+                    self.sliced[0] <= PRIOR_CLEAR * statistics.median(self.prior):
+                self.eager.append(statistics.median(self.prior))
+                self.rounds = 1
+                self._settle(self._ratio(), len(self.prior))
 
     def eager_call(self, start: float) -> str | None:
         """An eager call that began at `start` has returned; once a round is complete, the
@@ -105,14 +122,21 @@ class AdaptiveTimer:
         if self.phase != _EAGER:  # decided by a call nested in this one (recursion)
             return None
         if not self._counted(start):
-            return None
+            if self.eager or len(self.block) != PROBE_CALLS:
+                return None
+            ratio = self.sliced[0] / statistics.median(self.block)  # the first block so far
+            if ratio > CLEAR:  # running eagerly for good takes a whole block
+                return None
+            self.eager.append(statistics.median(self.block))
+            self.rounds = 1
+            return self._settle(ratio, PROBE_CALLS)
         self.eager.append(statistics.median(self.block))
         self.phase = _SLICED
         if len(self.eager) == 1:
             ratio = self._ratio()
             if ratio <= CLEAR or ratio >= 1 / CLEAR:
                 self.rounds = 1
-                return self._settle(ratio)
+                return self._settle(ratio, BLOCK_CALLS)
         if len(self.eager) < BLOCKS * (self.rounds + 1):
             return None
         self.rounds += 1
@@ -136,22 +160,27 @@ class AdaptiveTimer:
             return None  # inside the band: another round
         return self._settle(ratio)
 
-    def _settle(self, ratio: float) -> str | None:
-        """The final verdict on `ratio` (sliced/eager medians): its message when eager."""
+    def _settle(self, ratio: float, eager_calls: int | None = None) -> str | None:
+        """The final verdict on `ratio` (sliced/eager medians): its message when eager.
+        `eager_calls`: the eager calls the eager median is over (default: whole blocks)."""
         sliced, eager = statistics.median(self.sliced), statistics.median(self.eager)
         self.sliced_s, self.eager_s, self.phase = sliced, eager, _SETTLED
+        self.block = []
         if ratio <= SLICED_MARGIN or (ratio < EAGER_MARGIN and ratio < TIE_BREAK):
             self.steady = True
             return None
         self.eager_faster = True
-        self.verdict = message(sliced, eager, len(self.sliced) * BLOCK_CALLS)
+        self.verdict = message(sliced, eager, len(self.sliced) * BLOCK_CALLS,
+                               eager_calls or len(self.eager) * BLOCK_CALLS)
         return self.verdict
 
 
-def message(sliced: float, eager: float, calls: int) -> str:
+def message(sliced: float, eager: float, calls: int, eager_calls: int | None = None) -> str:
     """Why a variant runs eagerly, from the medians measured (seconds a call)."""
+    over = (f"{calls} calls each way" if eager_calls in (None, calls)
+            else f"{calls} calls sliced, {eager_calls} eagerly")
     measured = (f"{sliced * 1e6:.0f} us a call sliced, {eager * 1e6:.0f} us eagerly "
-                f"(medians over {calls} calls each way)")
+                f"(medians over {over})")
     if sliced >= eager:
         return f"eager is faster: {measured}"
     return f"sliced is not clearly faster than eager: {measured}"

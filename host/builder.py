@@ -142,7 +142,8 @@ class Builder:
             # as fast as its sibling (measured, or being measured: the first of the two
             # to settle gives the other its verdict)
             variant = Variant(owner, plan, {n: values[n] for n in plan.bound}, values,
-                              adaptive, sibling.timer if sibling is not None else None)
+                              adaptive, sibling.timer if sibling is not None else None,
+                              owner.payoff.times)
             variant.nested = [callee_variant(runs[-1].get(("call", slot)))
                               for slot in range(len(plan.nested))]
             variant.build(specs, layouts, folded, owner.callee)

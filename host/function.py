@@ -83,6 +83,8 @@ class SlicedFunction:
 
     def __call__(self, *args, **kwargs):
         self.stats_.calls += 1
+        if self.stats_.calls == self.stats_.mark:  # now and then: for the report's later
+            self.stats_.checkpoint()               # calls (stats.Stats.late)
         if not eager_now():  # inside a graph being traced: plain TF
             return self._traced(args, kwargs)
         if self.plain:
@@ -173,6 +175,8 @@ class SlicedFunction:
         """Run `variant` inside a sliced call of another function (whose TF part runs
         this one's); its begin() tells the caller's TF part to go on (session.nested_start)."""
         self.stats_.calls += 1
+        if self.stats_.calls == self.stats_.mark:
+            self.stats_.checkpoint()
         self.stats_.graph_calls += 1
         try:
             return variant.host_fn(*args, **kwargs)
@@ -211,7 +215,8 @@ class SlicedFunction:
             return self._eager(args, kwargs)
         if self.assumed.relax(values):  # the first shapes are recorded here
             key = self.keys.key(values)
-        self.assumed.note_ints(values)
+        if self.assumed.note_ints(values):  # a step counter: this call profiles the
+            key = self.keys.key(values)     # variant that sends it
         try:
             plan = self._plan(values)
         except NotBuilt as not_yet:  # sliced again at the next call
@@ -271,7 +276,7 @@ class SlicedFunction:
                 return self.builder.plan(values)
         finally:
             self._plan_s = time.perf_counter() - started
-            COSTS.add(self._plan_s, built=False)
+            COSTS.add(self._plan_s, built=False, slicing=True)
 
     def _build(self, key, plan: SlicePlan, values, runs, sibling) -> None:
         started = time.perf_counter()
@@ -288,7 +293,7 @@ class SlicedFunction:
             return
         finally:
             seconds = time.perf_counter() - started
-            COSTS.add(seconds, built=True)
+            COSTS.add(seconds, True, self.payoff.call_s(), self._plan_s)
             progress("slicing and building", self.__qualname__, self.where,
                      self._plan_s + seconds)
         self.cache.add(self.keys.add_guards(plan.captures, values, plan.tests), variant)

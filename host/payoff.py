@@ -4,7 +4,8 @@ Slicing, profiling and building a function costs tens to hundreds of millisecond
 function called a few times never earns that back. A function wrapped by `gpe run` runs
 plainly (timed) until the time its calls have taken eagerly reaches the expected cost of
 building it: the mean cost of the builds made so far in this process (DEFAULT_BUILD_S
-before the first). This is the ski-rental rule: whatever the number of calls turns out to
+before the first), scaled down for a function whose eager calls are cheaper than those of
+the functions built (BuildCosts). This is the ski-rental rule: whatever the number of calls turns out to
 be, the time spent is at most about twice that of the better choice made in hindsight (a
 script of many functions each called a few times stays near eager's time; a training step
 is built after its first few dozen milliseconds).
@@ -17,34 +18,63 @@ the time it took when it ends (GPE_PROGRESS=0: none).
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import threading
 
 DEFAULT_BUILD_S = 0.1
+TIMES_KEPT = 8  # eager call times kept: the adaptive timer's eager figure (adaptive.py)
 PROGRESS_S = 1.0
 
 
 class BuildCosts:
-    """What building functions has cost in this process."""
+    """What building functions has cost in this process.
+
+    A function's build costs more the more ops it traces, as its eager calls do: where
+    functions built before had plain eager calls timed (`gpe run`), a function's expected
+    cost is their mean ratio of build to eager call times its own eager call time, kept
+    between the mean cost of slicing (which every function pays) and the mean cost of a
+    build. A step run every few training steps (an evaluation step, forward only) then
+    pays off after about as many calls as the training step did, not after as much eager
+    time as the training step's build took."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self.total_s = 0.0
         self.builds = 0
+        self.slicing_s = 0.0
+        self.slicings = 0
+        self.ratios: list[float] = []  # a build's cost over its function's eager call
 
-    def add(self, seconds: float, built: bool) -> None:
+    def add(self, seconds: float, built: bool, eager_call_s: float | None = None,
+            sliced_s: float = 0.0, slicing: bool = False) -> None:
         """`seconds` spent slicing, building or registering; `built`: one more function's
-        variant was built with it."""
+        variant was built with it (`sliced_s`: slicing it, before; `eager_call_s`: the
+        median of the function's plain eager calls, if timed; `slicing`: `seconds` sliced
+        a function)."""
         with self._lock:
             self.total_s += seconds
             self.builds += int(built)
+            if slicing:
+                self.slicing_s += seconds
+                self.slicings += 1
+            if built and eager_call_s:
+                self.ratios.append((seconds + sliced_s) / eager_call_s)
 
-    def expected_s(self) -> float:
+    def expected_s(self, eager_call_s: float | None = None) -> float:
+        """The expected cost of building a function whose eager calls take `eager_call_s`
+        (None: not known, the mean cost of a build)."""
         fixed = setting()
         if fixed is not None:
             return fixed
         with self._lock:
-            return self.total_s / self.builds if self.builds else DEFAULT_BUILD_S
+            if not self.builds:
+                return DEFAULT_BUILD_S
+            mean = self.total_s / self.builds
+            if not self.ratios or not eager_call_s or not self.slicings:
+                return mean
+            scaled = eager_call_s * sum(self.ratios) / len(self.ratios)
+            return min(mean, max(self.slicing_s / self.slicings, scaled))
 
 
 def setting() -> float | None:
@@ -69,12 +99,13 @@ COSTS = BuildCosts()
 class Payoff:
     """One function's eager time while it waits to pay off its build."""
 
-    __slots__ = ("eager_s", "calls", "waiting")
+    __slots__ = ("eager_s", "calls", "waiting", "times")
 
     def __init__(self, waiting: bool):
         self.eager_s = 0.0
         self.calls = 0
         self.waiting = waiting
+        self.times: list[float] = []  # the counted calls' seconds, the last TIMES_KEPT
 
     def eager_call(self, seconds: float) -> bool:
         """An eager call took `seconds`; True once the function has paid off (build it).
@@ -83,9 +114,14 @@ class Payoff:
         self.calls += 1
         if self.calls > 1:
             self.eager_s += seconds
-        if self.eager_s >= COSTS.expected_s():
+            self.times = self.times[-(TIMES_KEPT - 1):] + [seconds]
+        if self.eager_s >= COSTS.expected_s(self.call_s()):
             self.waiting = False
         return not self.waiting
+
+    def call_s(self) -> float | None:
+        """The median of the timed eager calls (None before one was counted)."""
+        return statistics.median(self.times) if self.times else None
 
 
 def _shown() -> bool:

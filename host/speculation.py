@@ -30,6 +30,7 @@ log = logging.getLogger("gpe")
 
 FOLDABLE = (bool, int, float)
 MAX_INT_VALUES = 4   # values of an int argument folded before it is sent
+COUNTER_CALLS = 3    # an int argument new at each of its first this many calls is sent
 MAX_PATH_VALUES = 2  # values of a number on an object (a flag, a rate) folded before it is sent
 PATH_WINDOW = 8      # ...counted over this many calls
 MAX_PATH_VALUES_EVER = 2  # ...and in all: one that changed twice is sent (a rate annealed
@@ -43,6 +44,7 @@ class Assumptions:
         self.qualname = qualname
         self.dynamic: set[str] = set()           # int arguments sent, not folded
         self.int_values: dict[str, set[int]] = {}
+        self.int_calls: dict[str, int] = {}      # calls noted (new keys) per int argument
         self.shapes: dict[str, list] = {}        # a tensor argument's shapes seen
         self.relaxed: dict[str, tuple] = {}      # argument -> dimensions any size may take
         self.exact: set[str] = set()             # arguments whose relaxed variant failed
@@ -69,18 +71,24 @@ class Assumptions:
                 frozenset(self.dynamic_paths))
 
     # seen while calling ----------------------------------------------------------------
-    def note_ints(self, values) -> None:
+    def note_ints(self, values) -> bool:
         """An int argument folded into the TF part as a constant (a loop count, an index)
-        gets a variant per value; once it has taken more than MAX_INT_VALUES values it is
-        sent as a value instead (loops over it then run on the host)."""
+        gets a variant per value; once it has taken more than MAX_INT_VALUES values, or a
+        new value at each of its first COUNTER_CALLS calls (a step counter: each value a
+        variant of its own, never called again), it is sent as a value instead (loops over
+        it then run on the host). True if one was just made so."""
+        changed = False
         for name, value in values.items():
             if type(value) is int and name not in self.dynamic:
                 seen = self.int_values.setdefault(name, set())
                 seen.add(value)
-                if len(seen) > MAX_INT_VALUES:
+                calls = self.int_calls[name] = self.int_calls.get(name, 0) + 1
+                if len(seen) > MAX_INT_VALUES or len(seen) == calls == COUNTER_CALLS:
                     self.dynamic.add(name)
+                    changed = True
                     log.debug("%s: argument %s keeps changing; sent as a value from now on",
                               self.qualname, name)
+        return changed
 
     def relax(self, values) -> bool:
         """A tensor argument that keeps changing shape (same rank; a third shape) is

@@ -30,7 +30,8 @@ class Variant:
     """One sliced version of a function, for one call key."""
 
     def __init__(self, owner, plan: SlicePlan, bound: dict[str, Any],
-                 bound_values: dict[str, Any], adaptive: bool = True, sibling_timer=None):
+                 bound_values: dict[str, Any], adaptive: bool = True, sibling_timer=None,
+                 prior: list[float] | None = None):
         # the owner weakly (it holds its variants): a dropped function's parts leave the sink
         if not isinstance(owner, weakref.ProxyTypes):
             owner = weakref.proxy(owner)
@@ -39,7 +40,8 @@ class Variant:
         self.part: Part | None = None
         self._registration: Registration | None = None
         self.host_fn = None
-        self.timer = AdaptiveTimer(adaptive, sibling=sibling_timer)
+        # prior: the function's plain eager calls before it was built (payoff.py)
+        self.timer = AdaptiveTimer(adaptive, sibling=sibling_timer, prior=prior)
         self.folded: list = []  # entry values used as constants: (name, index, value)
         self.stale = False  # a call fell back mid-call: build again (see fell_back)
         self.nested: list = []  # per nested call site: the callee's variant its TF part runs

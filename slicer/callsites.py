@@ -49,6 +49,8 @@ def target(inf, node: gast.Call) -> tuple | None:
         owner, fn = node.func.value, fn.__func__
     elif fn is not MISSING and not inspect.isroutine(fn) and not isinstance(fn, type):
         owner, fn = node.func, getattr(type(fn), "__call__", None)  # model(x)
+        if getattr(type(fn), "_gpe_sliced", False):  # its __call__ wrapped by gpe run
+            fn = getattr(fn, "__wrapped__", None)
     elif is_static(node.func, inf):
         owner = None
     else:

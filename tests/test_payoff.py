@@ -36,6 +36,23 @@ def test_the_measured_cost_is_the_mean_of_the_builds(monkeypatch):
     assert not payoff.enabled()
 
 
+def test_a_lighter_function_is_expected_to_cost_less_to_build(monkeypatch):
+    """examples/lenet_cnn under `gpe run`: `test_step` (forward only, every 4th step) took
+    9 ms a call against the training step's 29 ms, and waited for the training step's
+    whole build cost (0.38 s): 20 calls of 20 eager. Its expected cost is now the training
+    step's build over its eager call, times its own eager call (between the mean cost of
+    slicing and the mean cost of a build)."""
+    monkeypatch.delenv("GPE_PAYOFF", raising=False)
+    costs = payoff.BuildCosts()
+    costs.add(0.08, built=False, slicing=True)   # slicing train_step
+    costs.add(0.30, True, 0.029, 0.08)           # building it: 0.38 s, 29 ms a call eagerly
+    costs.add(0.5, built=False)                  # starting its graph: not a slicing
+    assert costs.expected_s() == pytest.approx(0.88)            # no call time: the mean
+    assert costs.expected_s(0.009) == pytest.approx(0.38 / 0.029 * 0.009)  # 0.118 s
+    assert costs.expected_s(0.0001) == pytest.approx(0.08)      # not below slicing's cost
+    assert costs.expected_s(1.0) == pytest.approx(0.88)         # nor above a build's
+
+
 @pytest.mark.timeout(300)
 def test_a_function_called_less_than_its_build_costs_is_never_sliced(monkeypatch):
     monkeypatch.setenv("GPE_PAYOFF", "1000")  # seconds: never paid off here
