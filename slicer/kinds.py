@@ -318,9 +318,12 @@ class _Inferer:
             return Kind.TENSOR
         if fkind == Kind.TF_FACTORY:
             return Kind.TF_OBJECT
-        if fkind == Kind.TF_OBJECT and _made_here(node.func, self):
-            anno.set(node.func, Key.KIND, Kind.TF_OP)  # a loss object made by a TF
-            return Kind.TENSOR  # factory (oracle: a Keras loss class), called
+        func = node.func
+        made = (isinstance(func, gast.Name) and not _is_static(func, self)) or (
+            isinstance(func, gast.Call) and anno.get(func.func, Key.KIND) == Kind.TF_FACTORY)
+        if fkind == Kind.TF_OBJECT and made:  # `ce(y, p)` after `ce = Loss()`, `Loss()(y, p)`:
+            anno.set(node.func, Key.KIND, Kind.TF_OP)  # a TF object made here (a loss;
+            return Kind.TENSOR  # a captured one, a tape or a list of variables, is no callable)
         if fkind == Kind.HOST_FN:
             if isinstance(node.func, gast.Attribute) and node.func.attr in (
                     "values", "items") and not node.args and anno.get(
@@ -483,15 +486,6 @@ class _Inferer:
 
 
 _is_static = is_static
-
-
-def _made_here(func: gast.AST, resolver: Any) -> bool:
-    """A TF-side object made in this function, called: `Loss()(y, p)` or `ce(y, p)` after
-    `ce = Loss()` (a captured TF object, a list of variables or a tape, is not callable)."""
-    if isinstance(func, gast.Call):
-        return anno.get(func.func, Key.KIND) == Kind.TF_FACTORY
-    return isinstance(func, gast.Name) and not _is_static(func, resolver)
-
 
 
 def effect_call(node: gast.AST) -> bool:
