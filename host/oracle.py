@@ -98,7 +98,7 @@ def classify(obj: Any) -> Kind:
     if any(obj is maker for maker in _TF_CONTEXT_MAKERS):
         return Kind.TF_FACTORY
     if inspect.isclass(obj):
-        if issubclass(obj, _TF_CONTEXTS):
+        if issubclass(obj, _TF_CONTEXTS) or _keras_loss_class(obj):
             return Kind.TF_FACTORY
         return Kind.HOST  # tf.Variable(...) and other constructors run eagerly on the host
     if getattr(type(obj), "_gpe_sliced", False):
@@ -125,6 +125,14 @@ def classify(obj: Any) -> Kind:
         if _top(module) in _HOST_MODULES or isinstance(obj, np.ufunc):
             return Kind.HOST_FN
     return Kind.HOST
+
+
+def _keras_loss_class(cls: type) -> bool:
+    """A Keras loss class of Keras's own (`SparseCategoricalCrossentropy`): an instance
+    holds its configuration and no variables or state, so the TF part makes its own when
+    traced where eager makes one every call (a metric class makes variables: host)."""
+    return (keras is not None and issubclass(cls, keras.losses.Loss)
+            and _top(cls.__module__ or "") == "keras")
 
 
 def _keras_op(obj: Any, module: str) -> bool:

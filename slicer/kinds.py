@@ -318,6 +318,12 @@ class _Inferer:
             return Kind.TENSOR
         if fkind == Kind.TF_FACTORY:
             return Kind.TF_OBJECT
+        func = node.func
+        made = (isinstance(func, gast.Name) and not _is_static(func, self)) or (
+            isinstance(func, gast.Call) and anno.get(func.func, Key.KIND) == Kind.TF_FACTORY)
+        if fkind == Kind.TF_OBJECT and made:  # `ce(y, p)` after `ce = Loss()`, `Loss()(y, p)`:
+            anno.set(node.func, Key.KIND, Kind.TF_OP)  # a TF object made here (a loss;
+            return Kind.TENSOR  # a captured one, a tape or a list of variables, is no callable)
         if fkind == Kind.HOST_FN:
             if isinstance(node.func, gast.Attribute) and node.func.attr in (
                     "values", "items") and not node.args and anno.get(
@@ -480,7 +486,6 @@ class _Inferer:
 
 
 _is_static = is_static
-
 
 
 def effect_call(node: gast.AST) -> bool:
