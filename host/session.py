@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
-from gpe.host import fence, opcount
+from gpe.host import fence, opcount, pending
 from gpe.host.sinks import Group, group_for_new_part
 from gpe.host.channel import HostChannel
 from gpe.host.interrupt import Interruptible
@@ -70,6 +70,7 @@ class Session:
         if self.watchdog.listens_for_signals:
             self.blocking.install_handler()
         fence.install(self)
+        pending.install()  # TF entry points that check the exact class resolve Pendings
 
     # one sliced call at a time ---------------------------------------------------------
     def enter_call(self) -> bool:

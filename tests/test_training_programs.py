@@ -646,3 +646,29 @@ def test_example_program_under_gpe_run(program):
 def test_every_example_program_is_listed():
     found = {f[:-3] for f in os.listdir(EXAMPLES) if f.endswith(".py")}
     assert set(PROGRAMS) <= found
+
+
+def test_a_gradient_summed_over_ten_or_more_uses_adds_as_eagers_add_n():
+    """Eager sums a variable's gradients from many uses with AddN, whose kernel adds the
+    first N % 8 inputs (8 or 9 when that is 0 or 1) in order and then each further group of
+    8 summed on its own; from 10 uses that is not a left-to-right sum. gpe's graph sums in
+    the kernel's grouping too (tfprog/exact.py), so the gradient is bit-identical."""
+    rng = np.random.RandomState(3)
+    xs = [tf.constant(rng.randn(16, 8).astype(np.float32) * 10 ** rng.uniform(-2, 2))
+          for _ in range(13)]
+    w0 = rng.randn(8, 8).astype(np.float32)
+
+    def make(log):
+        w = tf.Variable(w0)
+
+        def step(xs):
+            with tf.GradientTape() as tape:
+                loss = 0.0
+                for x in xs:  # 13 uses of w: 13 gradients to sum
+                    loss = loss + tf.reduce_sum(tf.tanh(tf.matmul(x, w)) ** 2)
+            grad = tape.gradient(loss, w)
+            w.assign_sub(0.1 * grad)
+            return grad
+        return step, {"w": w}
+    for n in (10, 13):
+        check(make, [(xs[:n],)] * 3)

@@ -83,7 +83,7 @@ def _install_ordered_add_n() -> None:
     input that nothing else holds and then adds that one first: results can change in the
     last bit from run to run (eagerly the inputs are held by Python, so the order holds).
     Gradient aggregation uses it too. While gpe traces a TF part, an AddN becomes the same
-    sums, left to right, as binary adds."""
+    sums as binary adds, grouped as the kernel groups them (see _kernel_order_sum)."""
     global _original_add_n
     if _original_add_n is not None:
         return
@@ -95,12 +95,27 @@ def _install_ordered_add_n() -> None:
                 not all(t.dtype.is_floating or t.dtype.is_integer or t.dtype.is_complex
                         for t in inputs):  # a variant (an RNN's gradient lists) has no AddV2
             return _original_add_n(inputs, name=name)
-        total = inputs[0]
-        for tensor in inputs[1:]:
-            total = gen_math_ops.add_v2(total, tensor)
-        return tf.identity(total, name=name)
+        return tf.identity(_kernel_order_sum(inputs), name=name)
 
     gen_math_ops.add_n = add_n
+
+
+def _kernel_order_sum(inputs):
+    """AddN's CPU kernel (aggregate_ops): the first N % 8 inputs (8 or 9 when that is 0 or 1)
+    summed left to right, then each following group of 8 summed left to right on its own and
+    added to the total (`out += in1 + ... + in8`). Up to 9 inputs that is a left-to-right
+    sum; from 10 it is not, and a left-to-right sum differs in the last bits."""
+    def left_to_right(tensors):
+        total = tensors[0]
+        for tensor in tensors[1:]:
+            total = gen_math_ops.add_v2(total, tensor)
+        return total
+    first = len(inputs) % 8
+    first = {0: 8, 1: 9}.get(first, first)
+    total = left_to_right(inputs[:first])
+    for start in range(first, len(inputs), 8):
+        total = gen_math_ops.add_v2(total, left_to_right(inputs[start:start + 8]))
+    return total
 
 
 _original_bias_add_grad = None
