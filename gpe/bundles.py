@@ -71,7 +71,10 @@ def load(path: str, allow_ops: Iterable[str] = (), names: Iterable[str] | None =
             raise BundleError(path, "source-changed", f"{exc} (extract it again)") from None
         claim(bundle, name)
         out[name] = _sliced(bundle, name)
-        if not _installed(out[name], bundle, name):
+        if bundle.functions[name].get("method"):  # installed per object, at its first call
+            out[name].bundle_entry = (bundle, name, True)
+            out[name].bundle_done.clear()
+        elif not _installed(out[name], bundle, name):
             install(out[name], bundle, name)
     return Library(bundle, out)
 

@@ -59,7 +59,8 @@ def import_target(target: str) -> tuple[list, dict[str, str]]:
 
 def candidates(modules: list) -> list[tuple[str, Any]]:
     """(qualified name, function) for the functions defined in `modules` (not imported
-    into them), in source order."""
+    into them), and the `@gpe.function` methods of the classes defined there, in source
+    order."""
     out = []
     for module in modules:
         for name, obj in vars(module).items():
@@ -67,7 +68,29 @@ def candidates(modules: list) -> list[tuple[str, Any]]:
             if inspect.isfunction(target) and target.__module__ == module.__name__ \
                     and target.__qualname__ == name:
                 out.append((f"{module.__name__}.{name}", obj))
+            elif inspect.isclass(obj) and obj.__module__ == module.__name__ \
+                    and obj.__qualname__ == name:
+                out += [(f"{module.__name__}.{name}.{k}", v) for k, v in vars(obj).items()
+                        if isinstance(v, SlicedFunction) and v.fn.__qualname__ == f"{name}.{k}"]
     return out
+
+
+def instance_of(sliced: SlicedFunction) -> Any:
+    """The object a method is sliced for at extraction: an instance of its class that the
+    module holds as a global (made by its import), else one made by calling the class
+    with no arguments; Skipped where there is neither."""
+    module = sys.modules[sliced.fn.__module__]
+    cls: Any = module
+    for part in sliced.fn.__qualname__.split(".")[:-1]:
+        cls = getattr(cls, part)
+    for obj in vars(module).values():
+        if type(obj) is cls:
+            return obj
+    try:
+        return cls()
+    except Exception as exc:
+        raise Skipped(f"a method of {cls.__qualname__}: no instance of it in the module and "
+                      f"{cls.__qualname__}() fails ({type(exc).__name__}: {exc})") from None
 
 
 def extract(target: str, out: str, tensorboard_dir: str | None = None,
@@ -131,8 +154,9 @@ def _one(obj) -> Any:
     else:
         sliced = SlicedFunction(obj, adaptive=False)
     sliced.bundled = False  # slice from source, whatever bundle may be there
+    method = "." in sliced.fn.__qualname__
     try:
-        return export(sliced, specs)
+        return export(sliced, specs, instance_of(sliced) if method else None)
     except Skipped:
         raise
     except Exception as exc:  # one function gpe cannot build must not stop the others
@@ -186,6 +210,10 @@ def describe(path: str) -> str:
             lines.append(f"    channel {ch[0]}: {ch[1].lower()} {', '.join(ch[2]) or '-'}"
                          f" (line {ch[3]}){': ' + types if types else ''}")
         for c in entry["captured"]:
+            if c["kind"] == "self-variable":
+                lines.append(f"    captures self.variables[{c['index']}] {c['name']} "
+                             f"{c['dtype']}{c['shape']}")
+                continue
             lines.append(f"    captures {c['kind']} {c['module']}.{c['path']}"
                          f"{'.variables[%d]' % c['index'] if 'index' in c else ''} "
                          f"{c['dtype']}{c['shape']}")

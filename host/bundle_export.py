@@ -66,16 +66,19 @@ def synthetic(spec: tf.TensorSpec) -> tf.Tensor:
     return tf.zeros(shape, spec.dtype)
 
 
-def arguments(sliced, specs: list) -> dict[str, tf.Tensor]:
+def arguments(sliced, specs: list, instance: Any = None) -> dict[str, Any]:
     """Synthetic arguments by parameter name; dimensions declared None are relaxed (any
-    size takes the variant)."""
+    size takes the variant). For a method, `instance` is its `self` (the declared types
+    are those of the other parameters)."""
     params = list(sliced.keys.signature.parameters.values())
+    values: dict[str, Any] = {}
+    if instance is not None:
+        values[params.pop(0).name] = instance
     if len(params) != len(specs) or any(p.kind != p.POSITIONAL_OR_KEYWORD for p in params):
         raise Skipped(f"{len(specs)} declared types for {len(params)} parameters (each "
                       "parameter needs one, and no *args/**kwargs)")
     if any(not isinstance(s, tf.TensorSpec) or s.shape.rank is None for s in specs):
         raise Skipped("every declared type must be a tf.TensorSpec of known rank")
-    values = {}
     for param, spec in zip(params, specs):
         mask = tuple(d is None for d in spec.shape.as_list())
         if any(mask):
@@ -84,9 +87,11 @@ def arguments(sliced, specs: list) -> dict[str, tf.Tensor]:
     return values
 
 
-def export(sliced, specs: list) -> Exported:
-    """Slice and build `sliced` (a SlicedFunction) for arguments of types `specs`."""
-    values = arguments(sliced, specs)
+def export(sliced, specs: list, instance: Any = None) -> Exported:
+    """Slice and build `sliced` (a SlicedFunction) for arguments of types `specs`; a
+    method for its `self` = `instance` (whose variables it binds as `self-variable`s:
+    at load, those of the object it is called on)."""
+    values = arguments(sliced, specs, instance)
     try:
         plan = sliced.builder.plan(values)
     except (Refusal, NotBuilt) as exc:
@@ -110,7 +115,7 @@ def export(sliced, specs: list) -> Exported:
                       "bundled)")
     if plan.tests:  # the index has no place for a callee's speculated branch tests
         raise Skipped("a callee branches on a number the host sends (not bundled)")
-    return _entry(sliced, plan, variant, specs, values)
+    return _entry(sliced, plan, variant, specs, values, instance)
 
 
 def _entry_value(sliced, name: str, values: dict) -> Any:
@@ -125,16 +130,17 @@ def _entry_value(sliced, name: str, values: dict) -> Any:
                   "its type is known only from a call")
 
 
-def _entry(sliced, plan, variant, specs, values) -> Exported:
+def _entry(sliced, plan, variant, specs, values, instance=None) -> Exported:
     if variant.part.seeds:  # drawn by the host at each call: not in a bundle's index
         raise Skipped("it runs legacy random ops (tf.random.normal, ...) with eager's seeds")
     concrete = variant.part.function
     fn = sliced.fn
     modules = _modules(fn, plan, values, sliced.keys.lookup)
-    captured = [_binding(t, modules) for t in concrete.captured_inputs]
+    captured = [_binding(t, modules, instance) for t in concrete.captured_inputs]
     guards = [_guard(path, signatures.resolve(path, values, sliced.keys.lookup))
               for path in plan.captures]
-    used = sorted({b["module"] for b in captured} | {g["module"] for g in guards
+    params = list(values)[1:] if instance is not None else list(values)
+    used = sorted({b["module"] for b in captured if "module" in b} | {g["module"] for g in guards
                                                      if g.get("module")} | {fn.__module__})
     library = list(concrete.graph.as_graph_def().library.function)
     own = concrete.function_def
@@ -145,7 +151,7 @@ def _entry(sliced, plan, variant, specs, values) -> Exported:
     entry = {
         "module": fn.__module__, "qualname": fn.__qualname__,
         "signature": [{"name": n, "dtype": s.dtype.name, "shape": s.shape.as_list()}
-                      for n, s in zip(values, specs)],
+                      for n, s in zip(params, specs)],
         "function": own.signature.name,
         "callees": sorted(n for n in _transitive(own, library) if n in names),
         "captured": captured, "guards": guards,
@@ -156,6 +162,8 @@ def _entry(sliced, plan, variant, specs, values) -> Exported:
                  "waits": sorted(variant.part.waits), "uid": variant.part.uid},
         "host_lines": host[1],
     }
+    if instance is not None:
+        entry["method"] = {"class": type(instance).__qualname__, "self": list(values)[0]}
     if wrapper.captured_inputs:  # it holds a tensor of its own: traced at load
         return Exported(entry, host[0], library + [own])
     entry["wrapper"] = {"function": wrapper.function_def.signature.name, "handles": count}
@@ -219,8 +227,14 @@ def module_hash(name: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def _binding(tensor, modules: list[str]) -> dict:
-    """Where a captured tensor is found by name: a variable's handle or a tensor."""
+def _binding(tensor, modules: list[str], instance: Any = None) -> dict:
+    """Where a captured tensor is found by name: a variable of a method's `self` (by its
+    position in `self.variables`, with its name), a variable's handle or a tensor."""
+    if instance is not None:
+        found = _match(tensor, instance)
+        if found is not None and found["kind"] == "module-variable":
+            var = list(instance.variables)[found["index"]]
+            return dict(found, kind="self-variable", name=var.name)
     for module in modules:
         for name, obj in vars(sys.modules[module]).items():
             found = _match(tensor, obj)

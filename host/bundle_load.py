@@ -172,9 +172,10 @@ def check_sources(bundle: Bundle, name: str) -> None:
             raise Stale(f"{module} changed since the bundle at {bundle.path} was extracted")
 
 
-def install(sliced, bundle: Bundle, name: str) -> Variant | None:
+def install(sliced, bundle: Bundle, name: str, instance: Any = None) -> Variant | None:
     """Give `sliced` the bundle's variant for entry `name`. None when a captured Python
-    number no longer has the value the TF part holds (the call key then differs)."""
+    number no longer has the value the TF part holds (the call key then differs). A
+    method's entry is installed for one object, `instance` (see `method_call`)."""
     entry = bundle.functions[name]
     try:
         plan = codec.plan_from_json(entry["plan"])
@@ -191,9 +192,12 @@ def install(sliced, bundle: Bundle, name: str) -> Variant | None:
     claim(bundle, name)
     fn = sliced.fn
     plan = dataclasses.replace(plan, filename=fn.__code__.co_filename)
-    captured, variables = _bind(bundle, name, entry["captured"])
-    values = {}
-    for param, spec in zip(sliced.keys.signature.parameters, declared):
+    captured, variables = _bind(bundle, name, entry["captured"], instance)
+    params = list(sliced.keys.signature.parameters)
+    values: dict[str, Any] = {}
+    if entry.get("method"):
+        values[params.pop(0)] = instance
+    for param, spec in zip(params, declared):
         mask = tuple(d is None for d in spec.shape.as_list())
         if any(mask):
             sliced.assumed.relaxed[param] = mask
@@ -254,10 +258,17 @@ def _guards_hold(bundle: Bundle, sliced, guards: list, values: dict) -> bool:
     return True
 
 
-def _bind(bundle: Bundle, name: str, captured: list) -> tuple[list, list]:
-    """The program's tensors for what the TF part captured, looked up by name."""
+def _bind(bundle: Bundle, name: str, captured: list, instance: Any = None
+          ) -> tuple[list, list]:
+    """The program's tensors for what the TF part captured, looked up by name (a
+    method's own variables: those of `instance`, see `_self_variable`)."""
     tensors, variables = [], []
     for binding in captured:
+        if binding["kind"] == "self-variable":
+            obj = _self_variable(bundle, name, binding, instance)
+            variables.append(obj)
+            tensors.append(obj.handle)
+            continue
         module = _import(bundle, binding["module"])
         obj = getattr(module, binding["path"], None)
         where = f"{binding['module']}.{binding['path']}"
@@ -280,6 +291,49 @@ def _bind(bundle: Bundle, name: str, captured: list) -> tuple[list, list]:
         else:
             tensors.append(obj)
     return tensors, variables
+
+
+def _self_variable(bundle: Bundle, name: str, binding: dict, instance: Any) -> tf.Variable:
+    """Variable `binding["index"]` of the object a method is called on, refused unless the
+    object's variables are the bundle's: as many, and this one of the same name, dtype
+    and shape (another class's object, or one built with other sizes, is refused)."""
+    try:
+        found = list(instance.variables)
+    except Exception:  # noqa: BLE001 (no variables to bind: said below)
+        found = []
+    what = f"{name}: the {type(instance).__qualname__} object it is called on"
+    if len(found) != binding["count"]:
+        raise BundleError(bundle.path, "binding", f"{what} has {len(found)} variables, the "
+                          f"bundle's has {binding['count']} (is it built?)")
+    var = found[binding["index"]]
+    want = f"{binding.get('name')} {binding['dtype']}{binding['shape']}"
+    if not isinstance(var, tf.Variable) or var.name != binding.get("name") or \
+            var.dtype.name != binding["dtype"] or var.shape.as_list() != binding["shape"]:
+        got = f"{getattr(var, 'name', '?')} {var.dtype.name}{var.shape.as_list()}"
+        raise BundleError(bundle.path, "binding", f"{what}: its variables[{binding['index']}]"
+                          f" is {got}, the bundle's is {want}")
+    return var
+
+
+def method_call(sliced, values: dict) -> bool:
+    """At a call of a bundled method whose key has no variant: install the bundle's
+    variant for the object it is called on (each object its own: the variables bound
+    are that object's); True if it did. An object whose variables do not match the
+    bundle's: BundleError for a bundle the program loaded (gpe.load), said once and
+    sliced from source for one shipped next to the module."""
+    bundle, name, explicit = sliced.bundle_entry
+    entry = bundle.functions[name]
+    instance = values.get(entry["method"]["self"])
+    if id(instance) in sliced.bundle_done:
+        return False
+    sliced.bundle_done.add(id(instance))
+    try:
+        return install(sliced, bundle, name, instance) is not None
+    except BundleError as exc:
+        if explicit:
+            raise
+        _warn_once(f"{bundle.path}:{id(instance)}", f"{exc}; sliced from source")
+    return False
 
 
 # a bundle shipped next to a library's module ------------------------------------------
@@ -310,6 +364,9 @@ def from_neighbour(sliced) -> bool:
         return False
     try:
         check_sources(bundle, name)
+        if bundle.functions[name].get("method"):  # installed per object (method_call)
+            sliced.bundle_entry = (bundle, name, False)
+            return False
         return install(sliced, bundle, name) is not None
     except Stale as exc:
         _warn_once(path, f"gpe: {exc}; its functions are sliced again from source")

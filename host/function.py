@@ -73,6 +73,8 @@ class SlicedFunction:
         self.builder = Builder(self)
         self.stats_ = Stats()
         self.bundled = True  # look for a bundle shipped next to fn's module (first call)
+        self.bundle_entry = None  # a method's (bundle, entry, loaded by gpe.load): see
+        self.bundle_done: set[int] = set()  # bundle_load.method_call (the objects tried)
         self._lock = threading.RLock()
         self.replicated: list[SlicedFunction] = []  # its calls by strategy.run (replicated.py)
         self.replica_step: SlicedFunction | None = None  # (one of those: the step it runs)
@@ -191,6 +193,11 @@ class SlicedFunction:
             self.bundled = False
             from gpe.host.bundle_load import from_neighbour
             if from_neighbour(self):
+                self.stats_.calls -= 1
+                return self(*args, **kwargs)
+        if self.bundle_entry is not None:  # a bundled method, first called on this object
+            from gpe.host.bundle_load import method_call
+            if method_call(self, values):
                 self.stats_.calls -= 1
                 return self(*args, **kwargs)
         if key in self.cache.refused:

@@ -20,6 +20,7 @@ W1 = tf.Variable(tf.random.stateless_normal([8, 16], seed=[1, 2]) * 0.3, name="W
 B1 = tf.Variable(tf.zeros([16]), name="B1")
 head = Dense(16, 1, seed=3)
 history = []  # losses appended by train_step (host Python: runs on every call)
+fits = []  # losses appended by Regressor.fit_step
 
 
 def _hidden(x):
@@ -57,6 +58,38 @@ def normalise(x: X):
     mean = tf.reduce_mean(x, axis=0)
     std = tf.math.reduce_std(x, axis=0) + 1e-6
     return (x - mean) / std
+
+
+class Regressor(tf.Module):
+    """A model as libraries ship them: its variables its own, its methods' argument types
+    declared (extracted for `regressor` below; at load, each object called binds its own
+    variables, which must match these by name, dtype and shape)."""
+
+    def __init__(self, n_in=8, n_hidden=16, seed=5):
+        super().__init__(name="regressor")
+        with self.name_scope:
+            self.w1 = tf.Variable(tf.random.stateless_normal([n_in, n_hidden], seed=[seed, 1])
+                                  * 0.3, name="w1")
+            self.w2 = tf.Variable(tf.random.stateless_normal([n_hidden, 1], seed=[seed, 2])
+                                  * 0.3, name="w2")
+
+    @gpe.function(input_signature=[X])
+    def __call__(self, x):
+        return tf.matmul(tf.nn.relu(tf.matmul(x, self.w1)), self.w2)
+
+    @gpe.function(input_signature=[X, Y, LR])
+    def fit_step(self, x, y, lr):
+        with tf.GradientTape() as tape:
+            value = tf.reduce_mean(tf.square(
+                tf.matmul(tf.nn.relu(tf.matmul(x, self.w1)), self.w2) - y))
+        g1, g2 = tape.gradient(value, [self.w1, self.w2])
+        self.w1.assign_sub(lr * g1)
+        self.w2.assign_sub(lr * g2)
+        fits.append(value)
+        return value
+
+
+regressor = Regressor()  # the instance the methods are extracted for
 
 
 def summary(values):  # no declared types: `gpe extract` skips it
