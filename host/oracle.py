@@ -116,6 +116,11 @@ def classify(obj: Any) -> Kind:
         module = getattr(obj, "__module__", None) or type(obj).__module__ or ""
         if obj in _CONSTANT_MAKERS:
             return Kind.TF_CONSTANT
+        if _top(module) == "tensorflow" and isinstance(getattr(obj, "__self__", None),
+                                                       (list, dict, set)):
+            # tf.Module keeps a list or dict attribute as TF's ListWrapper/_DictWrapper
+            # (`self.steps.append(loss)`): its methods are a Python list's or dict's
+            return Kind.HOST_FN
         if _top(module) == "tensorflow":
             if _host_tf_utility(obj, module):
                 return Kind.HOST

@@ -86,6 +86,14 @@ def chain_value(node: gast.AST, root_value: Any) -> Any:
     return MISSING if base is MISSING else getattr(base, node.attr, MISSING)
 
 
+def own_data(node: gast.Attribute, root_value: Any) -> bool:
+    """Whether `node` names a data attribute of its object (`self.steps`, a list the user
+    keeps on a tf.Module: Python data, changed on the host), not one its class computes
+    (`model.trainable_variables`, `model.layers`: TF objects even while still empty)."""
+    owner = chain_value(node.value, root_value)
+    return node.attr in getattr(owner, "__dict__", {})
+
+
 def dotted(node: gast.AST) -> str:
     if isinstance(node, gast.Name):
         return node.id

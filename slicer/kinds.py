@@ -22,7 +22,7 @@ from gpe.slicer.facts import (CONSTANT_BUILTINS, MATERIALIZE_METHODS,
                               META_ATTRIBUTES, STRUCTURAL_BUILTINS, TF_KINDS,
                               VARIABLE_EFFECT_METHODS, Facts, Kind)
 from gpe.slicer.chains import (CAPTURABLE as _CAPTURABLE, bound_names, chain_root,
-                                chain_value, dotted, is_range, is_static, mutated_roots,
+                                chain_value, dotted, is_range, is_static, mutated_roots, own_data,
                                 stable, static_value, stored_names, user_code)
 from gpe.slicer.parser import MISSING, Parsed
 
@@ -251,7 +251,7 @@ class _Inferer:
         if root is not None and root.id in self.facts.objects and root.id not in self.rebound:
             value = chain_value(node, self.facts.objects[root.id])
             if base in (Kind.TF_OBJECT, Kind.TF_OP, Kind.TF_EFFECT_OP) and isinstance(
-                    value, (list, tuple)):
+                    value, (list, tuple)) and not own_data(node, self.facts.objects[root.id]):
                 return Kind.TF_OBJECT  # self.model.trainable_variables, as above
             kind = self.classify(value)
             if kind == Kind.SLICED_FN:

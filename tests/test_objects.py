@@ -120,3 +120,37 @@ def test_a_bound_method_given_to_gpe_function():
     np.testing.assert_array_equal(sliced.w.numpy(), eager.w.numpy())
     assert step.stats()["graph_calls"] == 4, step.stats()
     assert gpe.function(step) is step
+
+
+class LoggedModule(tf.Module):
+    """A library-style tf.Module: its `__call__` all TF work, a Python list of losses on
+    it (tf.Module keeps it as TF's ListWrapper) that its training method appends to."""
+
+    def __init__(self):
+        super().__init__(name="logged")
+        self.w = tf.Variable(tf.ones([3, 1]))
+        self.steps = []
+
+    def __call__(self, x):
+        return tf.matmul(x, self.w)
+
+    def fit_step(self, x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(self(x) - y))
+        self.w.assign_sub(0.1 * tape.gradient(loss, self.w))
+        self.steps.append(loss)
+        return loss
+
+
+def test_a_list_kept_on_a_tf_module_whose_call_is_tf_work_is_appended_on_the_host():
+    """`self.steps` was taken for a TF-side list (as `model.trainable_variables` is) because
+    the module's `__call__` is TF work: its append ran once, when the part was traced, so
+    sliced calls appended nothing (eager: 6 losses; gpe: 3 and a symbolic tensor)."""
+    eager, under = LoggedModule(), LoggedModule()
+    sliced = gpe.function(LoggedModule.fit_step)
+    for _ in range(6):
+        assert float(LoggedModule.fit_step(eager, X, Y)) == float(sliced(under, X, Y))
+    assert [float(s) for s in under.steps] == [float(s) for s in eager.steps]
+    assert len(under.steps) == 6
+    assert np.array_equal(eager.w.numpy(), under.w.numpy())
+    assert sliced.stats()["graph_calls"] == 3
