@@ -428,3 +428,36 @@ def test_a_failing_slice_in_a_tensor_loop_stops_the_write_after_the_loop():
     check(make, [(X, tf.constant(2)), (X, tf.constant(3)), (X, tf.constant(4)),
                  (X, tf.constant(1)), (X, tf.constant(5))], graph_calls=4,
           host_ops_allowed=frozenset({"StridedSlice"}))
+
+
+# seed 10317: a caller's eager read of a variable its sliced helper wrote -------------------
+# Mode "all": `h0` (sliced) writes V_v; `main`, in a call it runs eagerly, then checks
+# `assert float(tf.reduce_sum(V_v).numpy()) < 3.0`. The read is TF's C++ fast path (the
+# variable given to an op): before the `_handle` fence (host/fence.py) it could run before
+# the graph had finished h0's write (a gpe-only AssertionError, once in 2,390 programs).
+# Graph work of tens of milliseconds in h0: without the fence this test fails in most runs.
+def test_seed10317_caller_run_eagerly_reads_what_its_sliced_helper_wrote():
+    def program(wrap, log):
+        v = tf.Variable(tf.zeros([3]))
+
+        def h0(x):
+            first = tf.reduce_sum(v)
+            _queued_write(v, x)
+            return first
+
+        def main(x, y):
+            s = h0(x) + tf.reduce_sum(y)
+            total = float(tf.reduce_sum(v).numpy())
+            if total >= 1e9:  # the seed's `assert` (pytest would rewrite an assert here)
+                raise AssertionError("too big")
+            log.append(round(total, 3))
+            return s * 2.0
+        h0, main = wrap(h0), wrap(main)
+        # main's calls with a new shape are profile calls, run eagerly; h0's are sliced
+        shapes = [3, 3, 2, 1, 0, 3]
+        return [main(BIG * 0.5, X[:n]) for n in shapes], {"v": v}
+    h0, main = differential(program)
+    # main: calls 1, 3 and 4 are profile calls (y's shape relaxes after call 4); h0 is
+    # sliced in calls 3 and 4 and nested in main's sliced calls (not counted as its own)
+    assert main.stats()["graph_calls"] == 3, main.stats()
+    assert h0.stats()["graph_calls"] == 2, h0.stats()
