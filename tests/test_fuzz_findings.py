@@ -461,3 +461,41 @@ def test_seed10317_caller_run_eagerly_reads_what_its_sliced_helper_wrote():
     # sliced in calls 3 and 4 and nested in main's sliced calls (not counted as its own)
     assert main.stats()["graph_calls"] == 3, main.stats()
     assert h0.stats()["graph_calls"] == 2, h0.stats()
+
+
+# seeds 12432, 12439, 12494, 12520, 12586, 12918: a TF `if` on a folded flag keeps a host value
+# `z = scale` (host), then `if flag: z = tf.reduce_mean(x)` (a TF statement: `flag` is folded
+# into the variant) and `x * z`: the TF part took `z` as always bound by the `if`, so the
+# variant for `flag` False failed to trace (UnboundLocalError: a fallback, the call eager).
+# A name a TF statement binds on some paths only keeps its value from before: sent to it.
+def test_seed12432_tf_if_on_a_folded_flag_keeps_the_hosts_value_of_a_name():
+    def make(log):
+        v = tf.Variable(0.0)
+
+        def main(x, flag, scale):
+            z = scale
+            if flag:
+                z = tf.reduce_mean(x)
+            t = x * z
+            v.assign_add(tf.reduce_sum(t))
+            log.append(round(float(z), 4))
+            return t
+        return main, {"v": v}
+    # calls 1 and 3 are profile calls (flag False is a new variant)
+    check(make, [(X, True, 0.5), (X, True, 1.5), (X, False, 2.5), (X, False, 3.5),
+                 (X * 2.0, True, 0.25), (X, False, -1.0)], graph_calls=4)
+
+
+def test_tf_statements_binding_a_name_on_some_paths_keep_its_value_from_before():
+    """The same for a TF `for` over a folded range that may not run and a TF `while`."""
+    def make(log):
+        def main(x, n):
+            y = float(n) * 0.5
+            for _ in range(n):
+                y = tf.reduce_sum(x) + 1.0
+            w = n + 1
+            if n > 1:
+                w = tf.reduce_max(x) * 2.0
+            return x * y + w
+        return main, {}
+    check(make, [(X, 0), (X, 0), (X, 2), (X, 2), (X, 1), (X, 1), (X * 3.0, 0)], graph_calls=4)
