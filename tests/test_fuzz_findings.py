@@ -499,3 +499,30 @@ def test_tf_statements_binding_a_name_on_some_paths_keep_its_value_from_before()
             return x * y + w
         return main, {}
     check(make, [(X, 0), (X, 0), (X, 2), (X, 2), (X, 1), (X, 1), (X * 3.0, 0)], graph_calls=4)
+
+
+# seed 12935: a value crossing mid-call that changes type from one loop iteration to the next
+# `scale += round(float(t), 3)` (a Python float) then `scale += (loss * scale).numpy() * 2.0`
+# (a NumPy float32 from then on) in a loop, `loss * scale` in the TF part after a tape: the
+# gate's channel was built from the last value the profile call sent (float32), so every
+# sliced call's first iteration failed its guard where the host cannot take over (the TF
+# part holds the tape): a gpe-only GuardError, and the host marked the gate as passed, so
+# cancelling the call waited at the crossing after it: the next call hung. Now a crossing
+# whose values change type has the TF work reading it on the host, and a guard that fails
+# where the host cannot take over cancels the call at that crossing.
+def test_seed12935_a_value_changing_type_in_a_loop_crosses_at_a_gate():
+    def make(log):
+        v = tf.Variable(0.75)
+
+        def main(x, n, scale):
+            for _ in range(min(n + 1, 3)):
+                scale += round(float(tf.constant(-0.25)), 3)
+                with tf.GradientTape() as tape:
+                    loss = tf.square(v * tf.reduce_min(x) - 1.0)
+                g = tape.gradient(loss, v)
+                v.assign_sub(0.1 * g)
+                scale += (loss * scale).numpy() * 2.0
+            return scale, tf.constant(-0.25) * 0.5 + v.read_value()
+        return main, {"v": v}
+    # `loss * scale` runs on the host; call 2 is a second profile call (sliced again then)
+    check(make, [(X, 3, -0.5)] * 5, graph_calls=3, host_ops_allowed=frozenset({"Mul"}))
