@@ -20,7 +20,7 @@ from gpe.host.speculation import NotObserved, channel_specs, stable_entry_values
 from gpe.host.variant import Variant, callee_variant
 from gpe.slicer import Refusal, SlicePlan, slice_function
 from gpe.slicer.plan import ChannelKind
-from gpe.tfprog.channels import Unsendable, structure_of
+from gpe.tfprog.channels import Unsendable, spec_of, structure_of
 from gpe.tfprog.part import PartError
 
 log = logging.getLogger("gpe")
@@ -95,6 +95,9 @@ class Builder:
 
         def observe(index, vals):
             observed[index] = [_snapshot(v) for v in vals]
+            kinds = observed.setdefault(("kinds", index), [set() for _ in vals])
+            for seen, value in zip(kinds, vals):
+                seen.add(_kind(value))
 
         def observe_call(slot, fn, *call_args, **call_kwargs):
             """A call of a function gpe slices too: which of its variants this call takes
@@ -214,3 +217,13 @@ def _snapshot(value):
     if type(value) is dict:
         return {k: _snapshot(v) for k, v in value.items()}
     return value
+
+
+def _kind(value):
+    """What a plain value crossing host->TF is (its spec), to tell a crossing whose values
+    change type between the times it is reached (a loop's `scale` a Python float in its
+    first iteration, a NumPy float32 after); None for other values."""
+    try:
+        return spec_of(value) if not isinstance(value, (list, tuple, dict)) else None
+    except TypeError:
+        return None

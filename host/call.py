@@ -284,8 +284,11 @@ class CallContext:
                 try:
                     components = to_components(values, channel)
                 except GuardError as failed:
+                    # raises where no rescue is possible: nothing was sent here, so the
+                    # call is cancelled at this crossing (finish), not after it
+                    rescued = self._rescue(k, channel, failed)
                     self.pos = site
-                    return self._rescue(k, channel, failed)
+                    return rescued
                 channel.send([_FLAGS[value], *components])
             else:
                 channel.send([_FLAGS[value]] + _zeros(channel))

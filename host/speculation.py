@@ -250,6 +250,8 @@ def channel_specs(plan: SlicePlan, runs: list[dict[int, list]],
             raise Unsendable(f"{what} ({plan.where(channel.lineno)}) cannot cross into the "
                              "TF part (not a tensor or Python number: TF work that reads it "
                              "runs on the host)", bad)
+        if channel.kind != ChannelKind.ENTRY:
+            _same_kinds(plan, channel, runs)
         layouts[channel.index] = [layout for layout, _ in pairs]
         found = [spec_of(leaf) for _, leaves in pairs for leaf in leaves]
         if channel.kind == ChannelKind.ENTRY:
@@ -259,6 +261,25 @@ def channel_specs(plan: SlicePlan, runs: list[dict[int, list]],
             gate = channel.kind == ChannelKind.GATE
             specs[channel.index] = [relaxed_spec(s, keep_rank=gate) for s in found]
     return specs, layouts
+
+
+def _same_kinds(plan: SlicePlan, channel, runs: list[dict]) -> None:
+    """A value sent mid-call must fit the channel built from the latest one each time: one
+    whose type changed between the times the profile calls reached the crossing (in a
+    loop, or from call to call) would fail its guard where the host cannot take over.
+    The TF work that reads it runs on the host instead."""
+    keep_rank = channel.kind == ChannelKind.GATE
+    bad = []
+    for i, name in enumerate(channel.names):
+        kinds = {relaxed_spec(k, keep_rank) if k is not None else None
+                 for run in runs for k in run.get(("kinds", channel.index), [()] * (i + 1))[i]}
+        if len(kinds) > 1:
+            bad.append(name)
+    if bad:
+        what = ", ".join(plan.spell(n) for n in bad)
+        raise Unsendable(f"{what} ({plan.where(channel.lineno)}) crosses into the TF part "
+                         "as values of different types (TF work that reads it runs on the "
+                         "host)", tuple(bad))
 
 
 def stable_entry_values(plan: SlicePlan, runs, layouts, unfolded, sibling=()) -> dict:

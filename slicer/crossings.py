@@ -116,7 +116,13 @@ class _Crossings:
 
     def _tf(self, stmt: gast.stmt) -> None:
         s = self.s
-        needed = self._sends(anno.get(stmt, Key.READS), stmt)
+        # a name the statement binds on some paths only keeps its value from before on the
+        # others (`if flag: z = t` after the host's `z = scale`): the TF part needs it too
+        # (outside the loops the TF part follows, for a name bound before it: inside one,
+        # a name an earlier iteration bound may be unbound on the host in the first)
+        kept = {n for n in anno.get(stmt, Key.KEEPS, frozenset()) & self._read_later(stmt)
+                if not self.loops and n in s.side}
+        needed = self._sends(anno.get(stmt, Key.READS) | kept, stmt)
         arguments = [n for n in needed if self._unchanged_tensor_argument(n)]
         if arguments:  # known when the call starts: sent then, with their exact shapes
             self.entry.extend(n for n in arguments if n not in self.entry)

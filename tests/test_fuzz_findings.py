@@ -428,3 +428,101 @@ def test_a_failing_slice_in_a_tensor_loop_stops_the_write_after_the_loop():
     check(make, [(X, tf.constant(2)), (X, tf.constant(3)), (X, tf.constant(4)),
                  (X, tf.constant(1)), (X, tf.constant(5))], graph_calls=4,
           host_ops_allowed=frozenset({"StridedSlice"}))
+
+
+# seed 10317: a caller's eager read of a variable its sliced helper wrote -------------------
+# Mode "all": `h0` (sliced) writes V_v; `main`, in a call it runs eagerly, then checks
+# `assert float(tf.reduce_sum(V_v).numpy()) < 3.0`. The read is TF's C++ fast path (the
+# variable given to an op): before the `_handle` fence (host/fence.py) it could run before
+# the graph had finished h0's write (a gpe-only AssertionError, once in 2,390 programs).
+# Graph work of tens of milliseconds in h0: without the fence this test fails in most runs.
+def test_seed10317_caller_run_eagerly_reads_what_its_sliced_helper_wrote():
+    def program(wrap, log):
+        v = tf.Variable(tf.zeros([3]))
+
+        def h0(x):
+            first = tf.reduce_sum(v)
+            _queued_write(v, x)
+            return first
+
+        def main(x, y):
+            s = h0(x) + tf.reduce_sum(y)
+            total = float(tf.reduce_sum(v).numpy())
+            if total >= 1e9:  # the seed's `assert` (pytest would rewrite an assert here)
+                raise AssertionError("too big")
+            log.append(round(total, 3))
+            return s * 2.0
+        h0, main = wrap(h0), wrap(main)
+        # main's calls with a new shape are profile calls, run eagerly; h0's are sliced
+        shapes = [3, 3, 2, 1, 0, 3]
+        return [main(BIG * 0.5, X[:n]) for n in shapes], {"v": v}
+    h0, main = differential(program)
+    # main: calls 1, 3 and 4 are profile calls (y's shape relaxes after call 4); h0 is
+    # sliced in calls 3 and 4 and nested in main's sliced calls (not counted as its own)
+    assert main.stats()["graph_calls"] == 3, main.stats()
+    assert h0.stats()["graph_calls"] == 2, h0.stats()
+
+
+# seeds 12432, 12439, 12494, 12520, 12586, 12918: a TF `if` on a folded flag keeps a host value
+# `z = scale` (host), then `if flag: z = tf.reduce_mean(x)` (a TF statement: `flag` is folded
+# into the variant) and `x * z`: the TF part took `z` as always bound by the `if`, so the
+# variant for `flag` False failed to trace (UnboundLocalError: a fallback, the call eager).
+# A name a TF statement binds on some paths only keeps its value from before: sent to it.
+def test_seed12432_tf_if_on_a_folded_flag_keeps_the_hosts_value_of_a_name():
+    def make(log):
+        v = tf.Variable(0.0)
+
+        def main(x, flag, scale):
+            z = scale
+            if flag:
+                z = tf.reduce_mean(x)
+            t = x * z
+            v.assign_add(tf.reduce_sum(t))
+            log.append(round(float(z), 4))
+            return t
+        return main, {"v": v}
+    # calls 1 and 3 are profile calls (flag False is a new variant)
+    check(make, [(X, True, 0.5), (X, True, 1.5), (X, False, 2.5), (X, False, 3.5),
+                 (X * 2.0, True, 0.25), (X, False, -1.0)], graph_calls=4)
+
+
+def test_tf_statements_binding_a_name_on_some_paths_keep_its_value_from_before():
+    """The same for a TF `for` over a folded range that may not run and a TF `while`."""
+    def make(log):
+        def main(x, n):
+            y = float(n) * 0.5
+            for _ in range(n):
+                y = tf.reduce_sum(x) + 1.0
+            w = n + 1
+            if n > 1:
+                w = tf.reduce_max(x) * 2.0
+            return x * y + w
+        return main, {}
+    check(make, [(X, 0), (X, 0), (X, 2), (X, 2), (X, 1), (X, 1), (X * 3.0, 0)], graph_calls=4)
+
+
+# seed 12935: a value crossing mid-call that changes type from one loop iteration to the next
+# `scale += round(float(t), 3)` (a Python float) then `scale += (loss * scale).numpy() * 2.0`
+# (a NumPy float32 from then on) in a loop, `loss * scale` in the TF part after a tape: the
+# gate's channel was built from the last value the profile call sent (float32), so every
+# sliced call's first iteration failed its guard where the host cannot take over (the TF
+# part holds the tape): a gpe-only GuardError, and the host marked the gate as passed, so
+# cancelling the call waited at the crossing after it: the next call hung. Now a crossing
+# whose values change type has the TF work reading it on the host, and a guard that fails
+# where the host cannot take over cancels the call at that crossing.
+def test_seed12935_a_value_changing_type_in_a_loop_crosses_at_a_gate():
+    def make(log):
+        v = tf.Variable(0.75)
+
+        def main(x, n, scale):
+            for _ in range(min(n + 1, 3)):
+                scale += round(float(tf.constant(-0.25)), 3)
+                with tf.GradientTape() as tape:
+                    loss = tf.square(v * tf.reduce_min(x) - 1.0)
+                g = tape.gradient(loss, v)
+                v.assign_sub(0.1 * g)
+                scale += (loss * scale).numpy() * 2.0
+            return scale, tf.constant(-0.25) * 0.5 + v.read_value()
+        return main, {"v": v}
+    # `loss * scale` runs on the host; call 2 is a second profile call (sliced again then)
+    check(make, [(X, 3, -0.5)] * 5, graph_calls=3, host_ops_allowed=frozenset({"Mul"}))
