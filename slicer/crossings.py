@@ -120,8 +120,12 @@ class _Crossings:
         # others (`if flag: z = t` after the host's `z = scale`): the TF part needs it too
         # (outside the loops the TF part follows, for a name bound before it: inside one,
         # a name an earlier iteration bound may be unbound on the host in the first)
+        # Only a TF value: on the paths that do not bind it the host gets the name back from
+        # the TF part, so a Python or NumPy value would come back a tensor (seed 14522:
+        # eager printed `z 3.0`, gpe a tf.Tensor); such a name leaves the statement's
+        # variant unsliceable, as before
         kept = {n for n in anno.get(stmt, Key.KEEPS, frozenset()) & self._read_later(stmt)
-                if not self.loops and n in s.side}
+                if not self.loops and n in s.side and self._tf_value(n)}
         needed = self._sends(anno.get(stmt, Key.READS) | kept, stmt)
         arguments = [n for n in needed if self._unchanged_tensor_argument(n)]
         if arguments:  # known when the call starts: sent then, with their exact shapes
@@ -164,6 +168,16 @@ class _Crossings:
             read |= {n.id for n in scope.walk(loop) if isinstance(n, gast.Name)
                      and isinstance(n.ctx, gast.Load)}
         return read
+
+    def _tf_value(self, name: str) -> bool:
+        """Whether every definition of `name` that may reach here gives a TF value."""
+        defs = self.s.defs.get(name)
+        if defs == ():
+            fact = self.facts.args.get(name)
+            return fact is not None and fact.kind in TF_KINDS
+        return bool(defs) and all(
+            isinstance(d, gast.Assign) and anno.get(d.value, Key.KIND) in TF_KINDS
+            for d in defs)
 
     def _unchanged_tensor_argument(self, name: str) -> bool:
         fact = self.facts.args.get(name)

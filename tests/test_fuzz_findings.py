@@ -481,9 +481,11 @@ def test_seed12432_tf_if_on_a_folded_flag_keeps_the_hosts_value_of_a_name():
             log.append(round(float(z), 4))
             return t
         return main, {"v": v}
-    # calls 1 and 3 are profile calls (flag False is a new variant)
+    # calls 1 and 3 are profile calls (flag False is a new variant). The flag-False variant
+    # runs eagerly: `z` holds the host's Python float there, which taken through the TF part
+    # would come back a tensor (seed 14522); the flag-True calls 2 and 5 run sliced
     check(make, [(X, True, 0.5), (X, True, 1.5), (X, False, 2.5), (X, False, 3.5),
-                 (X * 2.0, True, 0.25), (X, False, -1.0)], graph_calls=4)
+                 (X * 2.0, True, 0.25), (X, False, -1.0)], graph_calls=2)
 
 
 def test_tf_statements_binding_a_name_on_some_paths_keep_its_value_from_before():
@@ -498,7 +500,9 @@ def test_tf_statements_binding_a_name_on_some_paths_keep_its_value_from_before()
                 w = tf.reduce_max(x) * 2.0
             return x * y + w
         return main, {}
-    check(make, [(X, 0), (X, 0), (X, 2), (X, 2), (X, 1), (X, 1), (X * 3.0, 0)], graph_calls=4)
+    # n = 0 runs eagerly (`y` a Python float the loop may leave: seed 14522); n = 2 and 1
+    # run sliced after their profile calls
+    check(make, [(X, 0), (X, 0), (X, 2), (X, 2), (X, 1), (X, 1), (X * 3.0, 0)], graph_calls=3)
 
 
 # seed 12935: a value crossing mid-call that changes type from one loop iteration to the next
@@ -526,3 +530,20 @@ def test_seed12935_a_value_changing_type_in_a_loop_crosses_at_a_gate():
         return main, {"v": v}
     # `loss * scale` runs on the host; call 2 is a second profile call (sliced again then)
     check(make, [(X, 3, -0.5)] * 5, graph_calls=3, host_ops_allowed=frozenset({"Mul"}))
+
+
+# seed 14522 (minimised): a NumPy value a TF `if` (never taken on these calls) may rebind
+# came back from the TF part a tensor: eager printed `z 3.0`, gpe `z tf.Tensor(3.0, ...)`.
+# A name kept from before a TF statement is taken into the TF part only when it holds a TF
+# value; else the variant cannot be sliced (it runs eagerly), as before.
+def test_seed14522_a_numpy_value_a_tf_if_may_rebind_stays_numpy():
+    def make(log):
+        def main(x, n):
+            rows = [x[0] for _ in range(n)]
+            z = tf.cast(n, tf.float32).numpy()
+            if n == 0:
+                z = rows[1]
+            log.append((type(z).__name__, float(z)))
+            print("z", z)
+        return main, {}
+    check(make, [(X, 3)] * 4, graph_calls=0)  # eagerly, as eager; it printed a tensor
