@@ -24,6 +24,8 @@ import types
 import weakref
 from typing import Callable
 
+import gpe
+from gpe import host, slicer, tfprog
 from gpe.host import payoff
 from gpe.host.function import SlicedFunction
 
@@ -144,16 +146,17 @@ def print_script_error(exc: BaseException, path: str) -> None:
         return
     told = traceback.TracebackException.from_exception(exc)
     if os.environ.get("GPE_FULL_TRACEBACK", "0") == "0":
-        _drop_our_frames(told, os.path.abspath(path), set())
+        ours = tuple(os.path.dirname(m.__file__) + os.sep for m in (gpe, host, slicer, tfprog))
+        _drop_our_frames(told, os.path.abspath(path), ours, set())
     print("".join(told.format()), end="", file=sys.stderr)
 
 
-def _drop_our_frames(told: traceback.TracebackException, path: str, seen: set) -> None:
+def _drop_our_frames(told: traceback.TracebackException, path: str, ours: tuple,
+                     seen: set) -> None:
     """From the script's first frame on, without gpe's frames (unless it raised there)."""
     if id(told) in seen:
         return
     seen.add(id(told))
-    ours = tuple(os.path.dirname(m.__file__) + os.sep for m in _PACKAGES())
     frames = list(told.stack)
     start = next((i for i, f in enumerate(frames) if f.filename == path), 0)
     if frames and not frames[-1].filename.startswith(ours):  # raised outside gpe
@@ -161,13 +164,7 @@ def _drop_our_frames(told: traceback.TracebackException, path: str, seen: set) -
             [f for f in frames[start:] if not f.filename.startswith(ours)])
     for chained in (told.__cause__, told.__context__):
         if chained is not None:
-            _drop_our_frames(chained, path, seen)
-
-
-def _PACKAGES():  # noqa: N802 (gpe's four packages: the folders of its own frames)
-    import gpe
-    from gpe import host, slicer, tfprog
-    return gpe, host, slicer, tfprog
+            _drop_our_frames(chained, path, ours, seen)
 
 
 _EAGER_COUNTS = (  # why a call ran eagerly, besides the fallback notes: every one is told
