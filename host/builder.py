@@ -77,6 +77,12 @@ class Builder:
                       plan.host_source, plan.tf_source)
         return plan
 
+    def current(self, plan: SlicePlan, values: dict) -> bool:
+        """Whether `plan` is still the one for these arguments (see plan)."""
+        assumed = self.owner.assumed
+        candidates = self.plans.get(assumed.plan_key(assumed.describe(values)), ())
+        return any(p is plan for p, _ in candidates)
+
     def _unbuilt(self, layers: list) -> None:
         """A user's Keras layer not built yet (its first call builds it) was judged: slice
         again at the next call rather than keep a plan that runs it on the host."""

@@ -286,6 +286,14 @@ class SlicedFunction:
             COSTS.add(self._plan_s, built=False, slicing=True)
 
     def _build(self, key, plan: SlicePlan, values, runs, sibling) -> None:
+        if not self.builder.current(plan, values):
+            # what these arguments are assumed to be changed while profiling (a recursive
+            # call made an int sent): built now, the variant would be stored under a key
+            # the plan does not fit (an int folded in it matched any int); the next call
+            # slices again
+            log.info("%s: assumptions changed while profiling; slicing again",
+                     self.__qualname__)
+            return
         started = time.perf_counter()
         try:
             with Building("building", self.__qualname__, self.where):

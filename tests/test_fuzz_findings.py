@@ -547,3 +547,25 @@ def test_seed14522_a_numpy_value_a_tf_if_may_rebind_stays_numpy():
             print("z", z)
         return main, {}
     check(make, [(X, 3)] * 4, graph_calls=0)  # eagerly, as eager; it printed a tensor
+
+
+# seed 17021 (and 17945): assumptions changed while a call was profiled ---------------
+# A recursive function's profile call runs its own recursive calls, which made its int
+# argument `k` sent (a new value at each of its first three calls) before the variant of
+# the outer call was built: that variant folded k (its plan was sliced with k = 2) but was
+# stored under the key the new assumptions give, "k: any int", and later calls with
+# k = 1 and k = 3 ran it with k = 2 (eager 1 and 6, gpe 2 and 4).
+def test_seed17021_a_variant_is_not_stored_under_assumptions_made_while_it_was_profiled():
+    def program(wrap, log):
+        def hr0(a, k):
+            if k <= 0:
+                return a
+            t1 = a
+            a = k
+            return hr0w(a + tf.reduce_max(t1), k - 1)
+        hr0w = wrap(hr0)
+        return [hr0w(0, k=n) for n in (2, 2, 2, 0, 1, 1, 3, 2)], {}
+    made = differential(program)
+    stats = made[0].stats()
+    assert stats["graph_calls"] == 11, stats
+    assert stats["variants_built"] == ["a: tensor int32(), k: a int", "a: int 0, k: a int"]
