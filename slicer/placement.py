@@ -201,6 +201,9 @@ class _Placer:
             why = "loop fixed for the call, unrolled"
         elif isinstance(stmt, gast.If):
             header, ok, why = stmt.test, True, "branch fixed for the call"
+            # `if model.losses:`: a TF object's truthiness, read when the part is traced
+            # as a loop over it is (its length fixed for the call)
+            sequence = anno.get(header, Key.KIND) == Kind.TF_OBJECT and tf_evaluable(header)
         else:
             return False
         ok = ok and (sequence or anno.get(header, Key.CONSTANT) and all(

@@ -345,3 +345,32 @@ def test_regularisation_losses_summed_in_the_tape_run_in_the_graph():
         return train_step, weights(model, opt)
 
     check(make, [(X, Y)] * 4)
+
+
+def test_regularization_losses_added_under_if_model_losses_in_the_tape():
+    """The custom-training-loop idiom for weight regularizers: `if model.losses:` (a TF
+    object's truthiness, fixed for the call as a loop over it is) inside the tape; with
+    regularizers the branch adds them, without it is not taken. Both run in the graph."""
+    def make_with(regularizer):
+        def make(log):
+            keras.utils.set_random_seed(3)
+            model = keras.Sequential([
+                keras.layers.Dense(8, activation="relu", kernel_regularizer=regularizer),
+                keras.layers.Dense(1, kernel_regularizer=regularizer)])
+            model(X)
+            opt = keras.optimizers.SGD(0.05)
+
+            def train_step(x, y):
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_mean(tf.square(model(x, training=True) - y))
+                    if model.losses:
+                        loss += tf.add_n(model.losses)
+                grads = tape.gradient(loss, model.trainable_variables)
+                opt.apply_gradients(zip(grads, model.trainable_variables))
+                log.append(float(loss))
+                return loss
+            return train_step, weights(model, opt)
+        return make
+    regularized = check(make_with(keras.regularizers.l2(0.01)), [(X, Y)] * 5)
+    plain = check(make_with(None), [(X, Y)] * 5)
+    assert all(r > p for r, p in zip(regularized.log, plain.log))  # the branch was taken
