@@ -189,6 +189,8 @@ def _keras_kind(obj: Any) -> Kind | None:
     if isinstance(obj, keras.layers.Layer):
         if _top(getattr(type(obj).__call__, "__module__", "") or "") != "keras":
             return _module_kind(obj)  # a user's own __call__ (older TF2 examples' models)
+        if _activity_regularized(obj):
+            return Kind.HOST
         return Kind.TF_EFFECT_OP if _keras_all_the_way(obj) or _all_tf(obj) else Kind.HOST
     if isinstance(obj, keras.optimizers.Optimizer):
         return Kind.TF_OBJECT if _keras_own(obj) else Kind.HOST
@@ -197,6 +199,18 @@ def _keras_kind(obj: Any) -> Kind | None:
     if isinstance(obj, keras.losses.Loss) and _keras_own(obj):
         return Kind.TF_OP  # a loss object: calling it is TF work (functions: _keras_op)
     return None
+
+
+def _activity_regularized(layer: Any) -> bool:
+    """A layer in `layer`'s tree has an activity regularizer: each call adds its loss to
+    the layer's Python list of losses (`model.losses` after the call); traced once in a TF
+    part, the list would hold the trace's symbolic tensor from then on."""
+    for sub in layer._flatten_layers(include_self=True, recursive=True):
+        if getattr(sub, "activity_regularizer", None) is not None:
+            _why_host[layer] = (f"{type(sub).__name__} {sub.name!r} has an activity "
+                                "regularizer (each call adds to `.losses` on the host)")
+            return True
+    return False
 
 
 def _keras_all_the_way(obj: Any) -> bool:

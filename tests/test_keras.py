@@ -329,8 +329,8 @@ def test_regularisation_losses_summed_in_the_tape_run_in_the_graph():
         model = keras.Sequential([
             keras.layers.Dense(6, activation="relu",
                                kernel_regularizer=keras.regularizers.l2(1e-2)),
-            keras.layers.Dense(1, activity_regularizer=keras.regularizers.l1(1e-3))])
-        model(X)
+            keras.layers.Dense(1, kernel_regularizer=keras.regularizers.l1(1e-3))])
+        model(X)  # (an activity regularizer keeps the model's call on the host: below)
         opt = keras.optimizers.SGD(0.05)
 
         def train_step(x, y):
@@ -374,3 +374,27 @@ def test_regularization_losses_added_under_if_model_losses_in_the_tape():
     regularized = check(make_with(keras.regularizers.l2(0.01)), [(X, Y)] * 5)
     plain = check(make_with(None), [(X, Y)] * 5)
     assert all(r > p for r, p in zip(regularized.log, plain.log))  # the branch was taken
+
+
+def test_activity_regularized_model_stays_eager_and_its_losses_stay_readable():
+    """An activity regularizer adds a loss to the layer's Python list at every call;
+    traced once into a TF part, `model.losses` read on the host after a sliced call was a
+    SymbolicTensor (a gpe-only TypeError at `float(t)`). Such a model's call runs on the
+    host, so the step stays eager: same values, same losses list."""
+    def make(log):
+        keras.utils.set_random_seed(4)
+        model = keras.Sequential([
+            keras.layers.Dense(4, activity_regularizer=keras.regularizers.l2(0.01)),
+            keras.layers.Dense(1)])
+        model(X)
+        opt = keras.optimizers.SGD(0.01)
+
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y)) + tf.add_n(model.losses)
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            log.append([float(t) for t in model.losses])
+            return loss
+        return train_step, weights(model, opt)
+    check(make, [(X, Y)] * 5, graph_calls=0)
