@@ -44,6 +44,7 @@ class Builder:
         self.owner = weakref.proxy(owner)  # the SlicedFunction (it holds this builder)
         self.plans: dict[tuple, list] = {}  # see plan: [(plan, types of its captures)]
         self.last_plan: SlicePlan | None = None
+        self.taken_under: dict[int, tuple] = {}  # id(plan) -> assumptions when last taken
         self.unbuilt_tries = 0
 
     def plan(self, values: dict) -> SlicePlan:
@@ -57,6 +58,7 @@ class Builder:
         for plan, types in candidates:
             if types == self._capture_types(plan, values):
                 self.last_plan = plan
+                self.taken_under[id(plan)] = assumed.plan_state()
                 return plan
         facts = dataclasses.replace(signature.facts_for(described, values), **assumed.facts())
         with oracle.unbuilt as unbuilt:
@@ -72,16 +74,17 @@ class Builder:
         self._unbuilt(unbuilt)
         candidates.append((plan, self._capture_types(plan, values)))
         self.last_plan = plan
+        self.taken_under[id(plan)] = assumed.plan_state()
         if log.isEnabledFor(logging.DEBUG):  # the sources are unparsed only for this
             log.debug("sliced %s\n--- host ---\n%s\n--- TF ---\n%s", self.owner.__qualname__,
                       plan.host_source, plan.tf_source)
         return plan
 
-    def current(self, plan: SlicePlan, values: dict) -> bool:
-        """Whether `plan` is still the one for these arguments (see plan)."""
-        assumed = self.owner.assumed
-        candidates = self.plans.get(assumed.plan_key(assumed.describe(values)), ())
-        return any(p is plan for p, _ in candidates)
+    def current(self, plan: SlicePlan) -> bool:
+        """Whether what the slicer is told about arguments (ints sent, not folded; names
+        that cannot cross; numbers on objects sent) is still what it was when `plan` was
+        taken for a call: a recursive call profiled meanwhile may have changed it."""
+        return self.taken_under.get(id(plan)) == self.owner.assumed.plan_state()
 
     def _unbuilt(self, layers: list) -> None:
         """A user's Keras layer not built yet (its first call builds it) was judged: slice

@@ -286,7 +286,7 @@ class SlicedFunction:
             COSTS.add(self._plan_s, built=False, slicing=True)
 
     def _build(self, key, plan: SlicePlan, values, runs, sibling) -> None:
-        if not self.builder.current(plan, values):
+        if not self.builder.current(plan):
             # what these arguments are assumed to be changed while profiling (a recursive
             # call made an int sent): built now, the variant would be stored under a key
             # the plan does not fit (an int folded in it matched any int); the next call

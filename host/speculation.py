@@ -64,6 +64,11 @@ class Assumptions:
         return {"host_only": frozenset(self.host_only),
                 "dynamic_paths": frozenset(self.dynamic_paths)}
 
+    def plan_state(self) -> tuple:
+        """What of these assumptions a plan depends on besides the arguments' kinds."""
+        return (frozenset(self.dynamic), frozenset(self.host_only),
+                frozenset(self.dynamic_paths))
+
     def plan_key(self, described: tuple) -> tuple:
         """Where plans for arguments described so (see describe) are cached: calls that
         differ only in tensor shapes, which the slicer does not look at, share them."""
