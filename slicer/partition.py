@@ -376,15 +376,26 @@ def _in_line_scope(stmt: gast.stmt) -> gast.stmt:
 def _declare_nonlocals(body: list[gast.stmt], outer: frozenset) -> None:
     """Declare `nonlocal` in each generated function the names it rebinds that an enclosing
     generated function binds (its parameters aside)."""
-    for fn in body:
-        if not isinstance(fn, gast.FunctionDef):
-            continue
+    for fn in _functions(body):
         params = {a.id for a in fn.args.args}
         here = _bound(fn.body)
         shared = sorted((here & outer) - params)
         if shared:
             fn.body.insert(0, gast.Nonlocal(names=shared))
         _declare_nonlocals(fn.body, outer | here | params)
+
+
+def _functions(body: list[gast.stmt]):
+    """The functions defined in `body`, also inside its `with`, `if`, `for` blocks (a
+    segment gated inside a tape is defined in the tape's `with`), not inside them."""
+    for stmt in body:
+        if isinstance(stmt, gast.FunctionDef):
+            yield stmt
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            yield from _functions(getattr(stmt, field, None) or [])
+        for handler in getattr(stmt, "handlers", None) or []:
+            yield from _functions(handler.body)
 
 
 def _walk_scope(node):

@@ -15,7 +15,7 @@ import gast
 from gpe.slicer import anno, nodes
 from gpe.slicer.anno import Key
 from gpe.slicer.errors import Refusal
-from gpe.slicer.facts import TF_CALLABLES, TF_KINDS, Facts, Kind
+from gpe.slicer.facts import CONSTANT_BUILTINS, TF_CALLABLES, TF_KINDS, Facts, Kind
 from gpe.slicer.hoist import is_tf_statement, is_tf_with, tf_evaluable
 from gpe.slicer.kinds import effect_call
 from gpe.slicer.parser import Parsed
@@ -103,6 +103,19 @@ def _fully_tf(stmt: gast.stmt) -> bool:
         return True  # a nested loop or branch, already checked
     value = getattr(stmt, "value", None)
     return value is not None and tf_evaluable(value)
+
+
+def _unfixed(header: gast.expr):
+    """The nodes of `header` but those inside a part the call key fixes (`targ.shape[1]`
+    of a tensor argument of exact shape: kinds marks it constant)."""
+    stack = [header]
+    while stack:
+        node = stack.pop()
+        if node is not header and isinstance(node, (gast.Attribute, gast.Subscript)) and \
+                anno.get(node, Key.CONSTANT):
+            continue
+        yield node
+        stack.extend(nodes.children(node))
 
 
 def _same_scope(stmt: gast.stmt):
@@ -208,7 +221,8 @@ class _Placer:
             return False
         ok = ok and (sequence or anno.get(header, Key.CONSTANT) and all(
             n.id in self.both or n.id in self.fixed or n.id == "range"
-            for n in nodes.walk(header) if isinstance(n, gast.Name)))
+            or (n.id in CONSTANT_BUILTINS and n.id not in self.locals)  # int(x.shape[1])
+            for n in _unfixed(header) if isinstance(n, gast.Name)))
         if not ok or any(isinstance(n, _LEAVES) for n in _same_scope(stmt)):
             return False
         both = set(self.both)

@@ -152,18 +152,20 @@ class _TraceRuntime:
         self.flags[index] = flag
         traced: list = []
 
-        def go_on():
+        def go_on():  # its tensors come out of the cond; Python values (a loop's `t`) are
+            # the trace's, as an unrolled loop's are (cancelled, nothing after runs)
             results = segment(*values)
-            traced.append(results)
-            return results
+            traced.extend([results, tf.nest.flatten(results)])
+            return [leaf for leaf in traced[1] if _through_cond(leaf)]
 
         def cancelled():  # same structure as go_on's (traced first by tf.cond)
-            return tf.nest.map_structure(
-                lambda t: tf.zeros([0 if d is None else d for d in t.shape], t.dtype),
-                traced[0])
+            return [tf.zeros([0 if d is None else d for d in t.shape], t.dtype)
+                    for t in traced[1] if _through_cond(t)]
         with tf.control_dependencies(_stateful_ops() + outer):
-            return tf.cond(tf.equal(flag, 1), self.random.onward(go_on, not self.specs[index]),
-                           cancelled)
+            out = iter(tf.cond(tf.equal(flag, 1),
+                               self.random.onward(go_on, not self.specs[index]), cancelled))
+        return tf.nest.pack_sequence_as(traced[0], [
+            next(out) if _through_cond(leaf) else leaf for leaf in traced[1]])
 
     def resume(self, index, segment: Callable, carried: tuple):
         """After a `with` block that held the gate on channel `index`: the rest of the
@@ -388,6 +390,10 @@ def _always(alive) -> bool:
     """`alive` is True when the TF part is built (no cancel can happen there)."""
     value = tf.get_static_value(alive)
     return value is not None and bool(value)
+
+
+def _through_cond(value) -> bool:
+    return isinstance(value, (tf.Tensor, tf.Variable)) or tf.is_tensor(value)
 
 
 def _stateful_ops() -> list:
