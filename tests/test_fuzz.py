@@ -143,3 +143,35 @@ def test_planted_findings_are_caught_by_one_worker_in_a_row():
     assert (results[1].status, results[1].graph_calls, results[1].helper_graph_calls,
             results[1].calls) == (alone.status, alone.graph_calls, alone.helper_graph_calls,
                                   alone.calls)
+
+
+# TensorFlow's eager cache of Python scalars keys them by value (-0.0 == 0.0): after a
+# program converted -0.0, `x * 0.0` gives -0.0s in that process, eagerly too. Seed 21070
+# (`z = 0.0`, a TF `if` not taken, `x * z`) "differed" in the signs of its zeros when it ran
+# after seed 21008 (`x * float(t.numpy())` with t = -0.0) in one worker: the eager run's and
+# the gpe run's conversions met the cached -0.0 at different points. Each run now starts
+# from an empty cache.
+NEGATIVE_ZERO = """\
+import tensorflow as tf
+
+LOG = []
+
+
+def main(x, n, flag, scale):
+    s = tf.cast(n, tf.float32) * scale
+    return tf.reduce_max(x) * float(s.numpy())
+"""
+
+
+@pytest.mark.timeout(300)
+def test_an_earlier_programs_negative_zero_does_not_leak_into_the_next():
+    worker = Worker()
+    try:
+        before = worker.request({"source": NEGATIVE_ZERO, "args": [([0.5, 1.0, 1.5], 0, False,
+                                                                     -0.5)] * 3}, timeout=90)
+        after = worker.request({"seed": 21070}, timeout=90)
+    finally:
+        worker.stop()
+    assert before.status == "same", before
+    assert after.status == "same", after.detail[:500]
+    assert after.graph_calls >= 2, after

@@ -190,6 +190,12 @@ class Observed:
 def execute(path: str, args: list[tuple], sliced: bool, mode: str = "main") -> Observed:
     import gpe
     import tensorflow as tf
+    from tensorflow.python import pywrap_tfe
+    # TensorFlow's eager cache of Python scalars keys them by value, and -0.0 == 0.0: once a
+    # program converted -0.0, `tf.constant(0.0)` and `x * 0.0` give -0.0 in this process
+    # (eagerly too). Each run starts from an empty cache, so no earlier program's zeros
+    # leak into it (seed 21070 after 21008 "differed" in the signs of zeros).
+    pywrap_tfe.TFE_ClearScalarCache()
     _counter[0] += 1
     module = load(path, f"gpe_fuzz_{'gpe' if sliced else 'eager'}_{_counter[0]}")
     ns = module.__dict__
