@@ -60,7 +60,8 @@ def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse,
     """`objects`: per argument, the object it is (a Keras model, an optimizer, a user's
     object: the callee sees it by value, as the caller's TF part captures it) or MISSING;
     `constants`: per argument, True where the caller's value is fixed for its call (a
-    Python number folded there: the callee is traced with it)."""
+    Python number folded there: the callee is traced with it), or the shape of a tensor
+    the call key fixes (callsites.fixed)."""
     if inspect.ismethod(fn):  # a method given to a TF op (strategy.run): not cached
         kind = _method(fn, arg_kinds, facts, analyse)
         return None if kind is None else Judged(kind)
@@ -105,8 +106,11 @@ def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], objects: list, const
             args[param.name] = ArgFact(Kind.HOST, constant=True, value=objects[i])
             held[param.name] = objects[i]
         elif i < len(arg_kinds) and arg_kinds[i] in CALLEE_ARG_KINDS:
-            # a Python number the caller folded is fixed for the callee's trace too
-            args[param.name] = ArgFact(arg_kinds[i], constant=bool(constants[i]))
+            # a Python number the caller folded is fixed for the callee's trace too, and
+            # so is the shape of the caller's tensor argument of exact shape
+            fixed = constants[i]
+            args[param.name] = ArgFact(arg_kinds[i], constant=fixed is True,
+                                       shape=fixed if isinstance(fixed, tuple) else None)
         elif i < len(arg_kinds):
             return None
         elif param.default is not param.empty and isinstance(param.default, (bool, int, float)):

@@ -92,6 +92,18 @@ def sent_number(inf, node: gast.AST) -> str | None:
     return path
 
 
+def fixed(inf, node: gast.AST) -> bool | tuple:
+    """What the call key fixes of an argument at a call site: True for a value folded
+    for the call; the shape of a tensor argument of the caller's whose every dimension
+    the key fixes (the callee's `real.shape[0]` is a number then, as the caller's is);
+    else False."""
+    if anno.get(node, Key.CONSTANT):
+        return True
+    if isinstance(node, gast.Name) and inf._exact_tensor_argument(node):  # noqa: SLF001
+        return tuple(inf.facts.args[node.id].shape)
+    return False
+
+
 def tests(call: gast.Call, judged: tuple, sites: list, sent: list) -> tuple | None:
     """The callee's branches on numbers the caller sends, for the caller's call key:
     (index among the call's arguments, the caller's path, the parameter, the test's

@@ -368,7 +368,7 @@ class _Inferer:
         objects = [MISSING if path else self.object_of(a) for a, path in zip(sites, sent)]
         if not callsites.judged(arg_kinds, objects):
             return None
-        constants = [bool(anno.get(a, Key.CONSTANT)) for a in sites]
+        constants = [callsites.fixed(self, a) for a in sites]
         judged = self.callee(fn, arg_kinds, self.facts, objects, constants)
         reads = judged and callsites.reads(self, judged.reads, sites)
         tests = judged and callsites.tests(node, judged.tests, sites, sent)
