@@ -110,26 +110,28 @@ def test_a_tensor_made_by_host_code_inside_the_tape_keeps_it_eager():
     assert any("cannot cross into it" in r for r in under.target.stats()["fallbacks"])
 
 
-def test_teacher_forcing_loop_over_the_targets_length_inside_the_tape():
+def teacher_forcing(tied: bool):
     """The seq2seq tutorials' step: `loss = 0`, a host value made inside the tape (the
     decoder's first input from `[start] * inp.shape[0]`), then `for t in range(1,
-    targ.shape[1])` calling the decoder and adding to the loss. Three defects kept it
-    eager: the loop's bound read an argument's shape (fixed by the call key) but the
-    argument's name counted as not fixed; the segment after the gate (a function nested
-    in the tape's `with`) rebinding `state` lacked its `nonlocal`; and its results held
-    the loop's Python int `t`, which cannot come out of the gate's `tf.cond`."""
-    emb = tf.Variable(tf.random.stateless_normal([5, 3], seed=[1, 2]))
-    w = tf.Variable(tf.random.stateless_normal([6, 3], seed=[3, 4]))
-    out = tf.Variable(tf.random.stateless_normal([3, 5], seed=[5, 6]))
+    targ.shape[1])` calling the decoder and adding to the loss. `tied`: the output
+    projection is the embedding (read by tf.gather and densely)."""
+    emb = tf.Variable(tf.zeros([5, 3]))
+    w = tf.Variable(tf.zeros([6, 3]))
+    out = tf.Variable(tf.zeros([3, 5]))
+    variables = [emb, w] if tied else [emb, w, out]
 
-    def decoder(tok, state):
+    def untied(tok, state):
         state = tf.tanh(tf.matmul(tf.concat([tf.gather(emb, tok), state], -1), w))
         return tf.matmul(state, out), state
 
+    def tied_decoder(tok, state):
+        state = tf.tanh(tf.matmul(tf.concat([tf.gather(emb, tok), state], -1), w))
+        return tf.matmul(state, emb, transpose_b=True), state
+    decoder = tied_decoder if tied else untied
+
     def make(log):
-        emb.assign(tf.random.stateless_normal([5, 3], seed=[1, 2]))
-        w.assign(tf.random.stateless_normal([6, 3], seed=[3, 4]))
-        out.assign(tf.random.stateless_normal([3, 5], seed=[5, 6]))
+        for i, v in enumerate([emb, w, out]):
+            v.assign(tf.random.stateless_normal(v.shape, seed=[1, i]))
 
         def train_step(inp, targ):
             loss = 0
@@ -142,17 +144,25 @@ def test_teacher_forcing_loop_over_the_targets_length_inside_the_tape():
                         tf.nn.sparse_softmax_cross_entropy_with_logits(targ[:, t], logits))
                     dec_input = targ[:, t]
             batch_loss = loss / int(targ.shape[1])
-            grads = tape.gradient(loss, [emb, w, out])
-            for v, g in zip([emb, w, out], grads):
+            grads = tape.gradient(loss, variables)
+            for v, g in zip(variables, grads):
                 v.assign_sub(0.1 * tf.convert_to_tensor(g))
             log.append(float(batch_loss))
             return batch_loss
-        return train_step, {"emb": emb, "w": w, "out": out}
-    inp = tf.constant([[1, 2, 3], [4, 0, 1]])
-    targ = tf.constant([[1, 3, 2], [1, 4, 4]])
-    # two steps: each variable's gradient sums two uses, in any order the same (from
-    # three, the sum inside the gate's tf.cond may round apart from eager's: README)
-    under = check(make, [(inp, targ)] * 4)
+        return train_step, {f"v{i}": v for i, v in enumerate(variables)}
+    return make
+
+
+INP = tf.constant([[1, 2, 3], [4, 0, 1]])
+
+
+def test_teacher_forcing_loop_over_the_targets_length_inside_the_tape():
+    """Three defects kept the step eager: the loop's bound read an argument's shape (fixed
+    by the call key) but the argument's name counted as not fixed; the segment after the
+    gate (a function nested in the tape's `with`) rebinding `state` lacked its
+    `nonlocal`; and its results held the loop's Python int `t`, which cannot come out of
+    the gate's `tf.cond`."""
+    under = check(teacher_forcing(tied=False), [(INP, tf.constant([[1, 3, 2], [1, 4, 4]]))] * 4)
     assert under.log[0] > under.log[-1]  # it learned
 
 
@@ -161,30 +171,4 @@ def test_teacher_forcing_loop_over_the_targets_length_inside_the_tape():
                    "parts of its gradient are summed in another order than eager's (an ulp "
                    "after 4 steps; tf.function differs too; without the host gate as well)")
 def test_teacher_forcing_with_a_tied_embedding_is_exact():
-    emb = tf.Variable(tf.random.stateless_normal([5, 3], seed=[1, 2]))
-    w = tf.Variable(tf.random.stateless_normal([6, 3], seed=[3, 4]))
-
-    def decoder(tok, state):
-        state = tf.tanh(tf.matmul(tf.concat([tf.gather(emb, tok), state], -1), w))
-        return tf.matmul(state, emb, transpose_b=True), state  # the embedding, tied
-
-    def make(log):
-        emb.assign(tf.random.stateless_normal([5, 3], seed=[1, 2]))
-        w.assign(tf.random.stateless_normal([6, 3], seed=[3, 4]))
-
-        def train_step(inp, targ):
-            loss = 0
-            with tf.GradientTape() as tape:
-                state = tf.one_hot(inp[:, 0], 3)
-                dec_input = tf.expand_dims([1] * inp.shape[0], 1)[:, 0]
-                for t in range(1, targ.shape[1]):
-                    logits, state = decoder(dec_input, state)
-                    loss += tf.reduce_mean(
-                        tf.nn.sparse_softmax_cross_entropy_with_logits(targ[:, t], logits))
-                    dec_input = targ[:, t]
-            grads = tape.gradient(loss, [emb, w])
-            for v, g in zip([emb, w], grads):
-                v.assign_sub(0.1 * g)
-            return loss
-        return train_step, {"emb": emb, "w": w}
-    check(make, [(tf.constant([[1, 2, 3], [4, 0, 1]]), tf.constant([[1, 3, 2, 0], [1, 4, 4, 2]]))] * 4)
+    check(teacher_forcing(tied=True), [(INP, tf.constant([[1, 3, 2, 0], [1, 4, 4, 2]]))] * 4)
