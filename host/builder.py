@@ -21,7 +21,7 @@ from gpe.host.variant import Variant, callee_variant
 from gpe.slicer import Refusal, SlicePlan, slice_function
 from gpe.slicer.plan import ChannelKind
 from gpe.tfprog.channels import Unsendable, spec_of, structure_of
-from gpe.tfprog.part import PartError
+from gpe.tfprog.part import NeedsEntry, PartError
 
 log = logging.getLogger("gpe")
 
@@ -172,6 +172,12 @@ class Builder:
             if len(runs) < MAX_PROFILE_RUNS:  # e.g. an early return on the first calls
                 raise NotBuilt(str(exc), retry=True, keep_runs=True) from None
             raise NotBuilt(f"{exc} in {len(runs)} calls", retry=False) from None
+        except NeedsEntry as exc:
+            if assumed.entry_always:
+                raise NotBuilt(str(exc), retry=False) from None
+            assumed.entry_always = True  # an entry that carries only the seeds
+            log.info("%s: %s; slicing again with an entry", owner.__qualname__, exc)
+            raise NotBuilt(str(exc), retry=True) from None
         except (PartError, Refusal) as exc:
             relaxed = assumed.unrelax(values)
             if relaxed:  # built for exact shapes instead (a variant per shape)

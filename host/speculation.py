@@ -53,6 +53,7 @@ class Assumptions:
         self.fold_failures: dict[str, int] = {}  # entry values that broke their constant
         self.unfolded: set[str] = set()          # entry values never folded again
         self.host_only: set[str] = set()         # names seen not to fit a channel
+        self.entry_always = False                # random ops' seeds need an entry
 
     def describe(self, values) -> tuple:
         """The arguments' part of the call key."""
@@ -62,18 +63,19 @@ class Assumptions:
     def facts(self) -> dict[str, frozenset]:
         """What the slicer is told besides the arguments (see slicer.facts.Facts)."""
         return {"host_only": frozenset(self.host_only),
-                "dynamic_paths": frozenset(self.dynamic_paths)}
+                "dynamic_paths": frozenset(self.dynamic_paths),
+                "entry_always": self.entry_always}
 
     def plan_state(self) -> tuple:
         """What of these assumptions a plan depends on besides the arguments' kinds."""
         return (frozenset(self.dynamic), frozenset(self.host_only),
-                frozenset(self.dynamic_paths))
+                frozenset(self.dynamic_paths), self.entry_always)
 
     def plan_key(self, described: tuple) -> tuple:
         """Where plans for arguments described so (see describe) are cached: calls that
         differ only in tensor shapes, which the slicer does not look at, share them."""
         return (_shape_free(described), frozenset(self.host_only),
-                frozenset(self.dynamic_paths))
+                frozenset(self.dynamic_paths), self.entry_always)
 
     # seen while calling ----------------------------------------------------------------
     def note_ints(self, values) -> bool:

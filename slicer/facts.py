@@ -96,6 +96,7 @@ class Facts:
     host_only: frozenset = frozenset()  # names whose values a profile call saw cannot cross
     # attribute chains holding Python numbers that keep changing: sent, not folded
     dynamic_paths: frozenset = frozenset()
+    entry_always: bool = False  # an entry channel even with nothing to send (random seeds)
     # why calling an object is host work, where the caller knows (a user's layer whose
     # `call` has host statements): named in explain and in fallback reasons
     why_host: Callable[[Any], str | None] | None = None

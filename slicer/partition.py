@@ -93,7 +93,7 @@ class _Partition:
         entry = anno.get(fn, Key.ENTRY, ())
         entry_tuple = templates.names(entry)
         profile: list[gast.stmt] = []
-        if entry:
+        if entry or self.facts.entry_always:
             k = w.channel(ChannelKind.ENTRY, entry, fn.lineno)
             w.site(k)
             tf_body += templates.replace(f"__t__ = _gpe_rt.entry(_gpe_q, {k})",

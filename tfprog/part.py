@@ -34,6 +34,11 @@ class PartError(Exception):
     """The TF part could not be built (the function then runs eagerly)."""
 
 
+class NeedsEntry(PartError):
+    """The part has random ops but no entry channel to carry their seeds: slice it again
+    with one (the arguments are all folded, or there are none)."""
+
+
 @dataclass
 class Part:
     """A traced TF part: the concrete function and the specs of every channel."""
@@ -110,7 +115,9 @@ class _TraceRuntime:
     def entry(self, queues, index):
         """The values sent when the call starts; a Python number the profile calls always
         saw the same is used as that constant instead (the host guards its value)."""
-        leaves = self._receive(queues[index], self.specs[index] + self.random.specs, [])
+        specs = self.specs[index] + self.random.specs
+        # (an entry for random ops' seeds only has nothing to receive while they are counted)
+        leaves = self._receive(queues[index], specs, []) if specs else []
         self.random.received(leaves)
         for position, value in self.folded.items():
             leaves[position] = value
@@ -437,6 +444,8 @@ def _trace(plan, tf_factory, bound, specs, layouts, folded, nested, seeds) -> _T
         leftover = randomness.leftover(runtime.concrete.graph)
     except PartError:
         raise
+    except randomness.NoEntry as exc:
+        raise NeedsEntry(str(exc)) from None
     except randomness.Refused as exc:
         raise PartError(str(exc)) from None
     except Exception as exc:  # tracing user code can raise anything

@@ -25,7 +25,8 @@ gamma under a tape (its twin's gradient is another computation), an op after TF 
 that can raise on its values, and host statements before the last op that could draw
 from the same RNG, raise or return (eager's draws would interleave with theirs, or stop
 early; drawing at the call's start is exact only without them: see `_host_lines`). A
-function with no entry values has no row to carry the seeds either.
+part with no entry channel has no row to carry the seeds: `NoEntry` (the builder slices
+it again with an entry that carries only the seeds).
 """
 from __future__ import annotations
 
@@ -55,6 +56,10 @@ _get_seed = random_seed.get_seed  # as TF defines it (install() wraps it)
 
 class Refused(Exception):
     """The part's random ops cannot draw eager's numbers (the variant is not built)."""
+
+
+class NoEntry(Refused):
+    """Random ops in a part with no entry channel to carry their seeds."""
 
 
 def _twin_normal(a, key, counter):
@@ -210,7 +215,7 @@ class Recorder:
         if not self.count:
             return
         if not any(c.kind == ChannelKind.ENTRY for c in self.plan.channels):
-            raise Refused(f"{self.plan.where(self.lines[0])}: random ops in a function "
+            raise NoEntry(f"{self.plan.where(self.lines[0])}: random ops in a function "
                           "called without arguments (no entry values carry their seeds)")
         line = _host_lines(self.plan, max(self.lines))
         if line is not None:
