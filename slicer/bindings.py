@@ -61,6 +61,9 @@ def _statement(stmt: gast.stmt, bound: frozenset) -> tuple[set[str], frozenset]:
         body, _ = flow(stmt.body, bound | names)
         return reads | body, bound | names  # a context manager may swallow an exception
     reads = loads(stmt) - bound
+    if isinstance(stmt, gast.AugAssign) and isinstance(stmt.target, gast.Name) and \
+            stmt.target.id not in bound:
+        reads.add(stmt.target.id)  # `s += t` reads s (its Name is only a Store): seed 28793
     if isinstance(stmt, gast.Delete):
         return reads, bound - {n.id for t in stmt.targets for n in nodes.walk(t)
                                if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Del)}

@@ -569,3 +569,25 @@ def test_seed17021_a_variant_is_not_stored_under_assumptions_made_while_it_was_p
     stats = made[0].stats()
     assert stats["graph_calls"] == 11, stats
     assert stats["variants_built"] == ["a: tensor int32(), k: a int", "a: int 0, k: a int"]
+
+
+# seed 28793: `s += t` in a host loop reads s --------------------------------------------
+# Activity analysis keeps a compound statement's reads to those exposed to values from
+# before it (slicer/bindings.py); an augmented assignment's target is a Store there, so
+# `s3 += V_s` in a host loop did not read s3: the TF statement before it that computed s3
+# never sent it, and the first call that ran the loop body raised UnboundLocalError.
+def test_seed28793_an_augmented_assignment_in_a_host_loop_reads_its_target():
+    def make(log):
+        v = tf.Variable(0.25)
+
+        def main(x):
+            s3 = v + 1.0
+            for _ in range(3):
+                if tf.reduce_sum(x) > 0:
+                    break
+                s3 += v  # s3 is not read after the loop
+            return x
+        return main, {"v": v}
+    # the loop runs on the host (its test reads a tensor), with its TF ops
+    check(make, [(X,), (X,), (-X,), (X,)], host_ops_allowed=frozenset(
+        {"Sum", "Greater", "ReadVariableOp", "AddV2"}))
