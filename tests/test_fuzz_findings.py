@@ -591,3 +591,21 @@ def test_seed28793_an_augmented_assignment_in_a_host_loop_reads_its_target():
     # the loop runs on the host (its test reads a tensor), with its TF ops
     check(make, [(X,), (X,), (-X,), (X,)], host_ops_allowed=frozenset(
         {"Sum", "Greater", "ReadVariableOp", "AddV2"}))
+
+
+# seed 29733: an op that can fail, whose value nothing reads, in a loop body ---------------
+# `s4 = x[i]` (never used) inside a loop the host drives: the TF part's loop body is a
+# function of its own, and TF prunes from it what no output needs, so the out-of-range
+# index never raised (eager: InvalidArgumentError). A block's result now waits for the
+# ops of the block that can fail.
+def test_seed29733_a_failing_op_nothing_reads_in_a_loop_body_still_raises():
+    def make(log):
+        def main(x, scale):
+            for r3 in x:
+                s4 = x[int(tf.reduce_sum(tf.cast(x * scale > 0, tf.int32)))]
+            return tf.tanh(x)
+        return main, {}
+    p = tf.constant([0.4, 1.13, 0.47])  # scale 2.0: index 3, out of range
+    # the loop over x runs on the host (so does the index's computation)
+    check(make, [(p, -0.5), (p, -0.5), (p, 2.0), (p, -0.5)], graph_calls=3,
+          host_ops_allowed=frozenset({"Mul", "Greater", "Cast", "Sum", "StridedSlice"}))

@@ -271,9 +271,15 @@ class _TraceRuntime:
         """`for row in t` over a tensor of known length, unrolled."""
         return tf.unstack(tensor)
 
-    @staticmethod
-    def end(carried: tuple, alive: bool = True):
-        return (tf.constant(alive), *carried)
+    def end(self, carried: tuple, alive: bool = True):
+        """A block's result. Ops of this block that can fail run before it: in a loop body
+        or a branch, one whose value nothing reads (`s = x[i]`, never used) would else be
+        pruned from the body's function, and its error (eager's) never raised (seed
+        29733)."""
+        self._note_failing_ops()
+        graph = tf.compat.v1.get_default_graph()
+        with tf.control_dependencies([op for op in self.unchecked if op.graph is graph]):
+            return (tf.constant(alive), *carried)
 
     @staticmethod
     def _flag(queues, index):
