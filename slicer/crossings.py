@@ -42,6 +42,18 @@ def resolve(parsed: Parsed, facts: Facts) -> None:
     _Crossings(parsed, facts).run()
 
 
+def _header_after_effects(loop: gast.While, tf_stmts: list, filename: str) -> None:
+    """The host tests `while v < 4.0:` again after each iteration; where the TF work of the
+    body changes TF state (`v.assign_add(...)`) nothing makes that test wait for it (only
+    the barrier before the loop does, once): it could read the value from before the
+    iteration and run one more (fuzz seed 28520, now and then). Refused: eager."""
+    reads_state = any(anno.get(n, Key.KIND) == Kind.VARIABLE for n in scope.walk(loop.test))
+    if reads_state and any(anno.get(c, Key.EFFECT) for c in tf_stmts):
+        raise Refusal("unsupported-order", "the loop's test reads a variable that the TF "
+                      "work in its body changes, and the host runs the loop (the test could "
+                      "read it before that work is done)", "", filename, loop.lineno)
+
+
 def flat_statements(stmts: list[gast.stmt]):
     """Statements in program order, TF `with` headers before their bodies (a compound
     statement the host runs whole is one statement)."""
@@ -316,6 +328,7 @@ class _Crossings:
             self._rebind(stmt, tf_writes, host_writes, carried, tf_stmts)
             if isinstance(stmt, gast.While):
                 self._to_host(sorted(header_reads), stmt)
+                _header_after_effects(stmt, tf_stmts, self.parsed.filename)
             # the TF part starts an iteration when the host sends its flag, with the values
             # the TF work before any host work in the body needs
             anno.set(stmt, Key.EACH, ())

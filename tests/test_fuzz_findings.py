@@ -609,3 +609,27 @@ def test_seed29733_a_failing_op_nothing_reads_in_a_loop_body_still_raises():
     # the loop over x runs on the host (so does the index's computation)
     check(make, [(p, -0.5), (p, -0.5), (p, 2.0), (p, -0.5)], graph_calls=3,
           host_ops_allowed=frozenset({"Mul", "Greater", "Cast", "Sum", "StridedSlice"}))
+
+
+# seed 28520: a host loop whose test reads a variable its TF work changes ------------------
+# `while v < 4.0: v.assign_add(...); print(...)`: the host runs the loop (the print) and
+# tests `v < 4.0` again after each iteration, with nothing making that read wait for the
+# iteration's assign_add in the TF part: now and then (3 runs in 40) it read the value from
+# before and ran one more iteration (an extra line printed). Such a loop runs eagerly.
+def test_seed28520_a_host_loop_testing_a_variable_its_tf_work_changes_runs_eagerly():
+    def make(log):
+        v = tf.Variable(0.0)
+
+        def main(x, flag):
+            v.assign(tf.clip_by_value(tf.constant(1.5), -3.0, 3.0))
+            while v < 4.0:  # (a `continue` keeps the test from moving into the TF part)
+                v.assign_add(1.0 + tf.abs(tf.reduce_mean(x)))
+                print("p1", x.numpy())
+                if flag:
+                    continue
+            return tf.constant(0.5)
+        return main, {"v": v}
+    check(make, [(X, True), (X, True), (-X, True), (X * 2.0, True)], graph_calls=0,
+          host_ops_allowed=frozenset(
+        {"AssignVariableOp", "ClipByValue", "Less", "ReadVariableOp", "Mean", "Abs",
+         "AddV2", "AssignAddVariableOp"}))
