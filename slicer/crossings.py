@@ -290,9 +290,8 @@ class _Crossings:
     def _mirror(self, stmt: gast.stmt) -> None:
         """Before it: the host sends what the TF part reads inside and does not compute
         there (and the starting values of what it rebinds). Inside: each block starts after
-        a host decision. After it: a value bound by TF work inside is where the TF part
-        left it if it existed before (carried: a loop variable or a branch output), else
-        only the host can have it (it comes to the host from where it was computed)."""
+        a host decision. After it: a value bound by TF work inside is where the TF part left
+        it if it existed before (a loop variable or branch output), else the host has it."""
         s = self.s
         inner = list(mirrored_statements(stmt))
         tf_stmts = [c for c in inner if anno.get(c, Key.PLACE) == Place.TF]

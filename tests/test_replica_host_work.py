@@ -3,8 +3,8 @@ tf.distribute.Strategy", decorated with `gpe.function` and called by plain
 `strategy.run(step, args=...)` under MirroredStrategy over 2 logical CPUs (in a
 subprocess: the logical devices are set before TensorFlow initialises); issue 16.
 
-Three shapes: the tutorial's `compute_loss` helper with `if model_losses:` (a host
-condition on a Python list, `model.losses` of a regularised model), a `print` of a step
+Three shapes: the tutorial's `compute_loss` helper with `if model_losses:` (a
+condition on `model.losses` of a regularised model, fixed for the call), a `print` of a step
 counter kept in a Python list, and a `.numpy()` read of the per-replica loss appended to
 a host list before the optimizer's all-reduce. Eagerly, MirroredStrategy runs each
 replica in a thread of its own, one at a time in replica order between `merge_call`s, so
@@ -12,10 +12,9 @@ each step prints replica 0's line, then replica 1's. Each check compares gpe wit
 program run eagerly: losses, final weights, printed output (in eager's order) and the
 host lists.
 
-gpe slices the second and third (host/replica_step.py): the host part runs once per
-replica in strategy.run's own replica threads, the TF part is one graph traced under the
-strategy. The first runs eagerly, with a reason naming its lines: its helper's host
-condition makes `loss` on the host, inside the GradientTape's block."""
+gpe slices all three (host/replica_step.py for the second and third): the host part runs
+once per replica in strategy.run's own replica threads, the TF part is one graph traced
+under the strategy."""
 import json
 import os
 import subprocess
@@ -150,10 +149,6 @@ out.update({f"raising {mode}": raising(mode) for mode in ("eager", "gpe")})
 print("RESULT", json.dumps(out))
 '''
 
-# the host statement the listcond step's reason names (its helper has a host `if`)
-LISTCOND_LINE = "loss = compute_loss(y, predictions, model.losses)"
-
-
 @pytest.fixture(scope="module")
 def out(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("replica_host")
@@ -164,10 +159,6 @@ def out(tmp_path_factory):
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
-
-
-def _lineno(statement: str) -> int:
-    return next(i for i, line in enumerate(CHILD.splitlines(), 1) if statement in line)
 
 
 @pytest.mark.timeout(420)
@@ -185,30 +176,19 @@ def test_per_replica_step_with_host_work_equals_eager(out, kind):
 
 
 @pytest.mark.timeout(420)
-@pytest.mark.parametrize("kind", ["counted", "readback"])
+@pytest.mark.parametrize("kind", ["listcond", "counted", "readback"])
 def test_per_replica_step_with_host_work_slices(out, kind):
     """The host part runs once per replica (in strategy.run's replica threads, handing
     over at the all-reduce as eager's threads do), the TF part is one replicated graph:
-    every call after the 3 profile calls runs sliced."""
+    every call after the 3 profile calls runs sliced. (listcond's `if model_losses:` is a
+    TF object's truthiness, fixed for the call: it ran eagerly, the helper's loss made on
+    the host inside the tape, until the TF part took such an `if` as a fixed branch.)"""
     stats = out[f"{kind} gpe"]["stats"]
     assert stats["calls"] == 8 and stats["profile_calls"] == 3, stats
     assert stats["graph_calls"] == 5 and stats["eager_calls"] == 3, stats
-    assert stats["fallbacks"] == {} and stats["variants_built"] == ["per replica: x, y"]
-
-
-@pytest.mark.timeout(420)
-def test_host_tensor_into_a_tape_block_runs_eagerly_naming_its_lines(out):
-    """The tutorial's `compute_loss` with `if model_losses:` runs on the host (a host
-    condition in a helper), and its result goes into the GradientTape's block: the tape
-    would not see how it was computed, so every call runs eagerly; the reason names the
-    host line and the line it crosses at."""
-    stats = out["listcond gpe"]["stats"]
-    assert stats["calls"] == 8 and stats["eager_calls"] == 8, stats
-    (reason,) = stats["fallbacks"]
-    line = _lineno(LISTCOND_LINE)
-    assert f"child.py:{line} (`{LISTCOND_LINE}`: calls compute_loss" in reason, reason
-    assert f"`loss` (child.py:{line + 1}): a tensor made by host code inside a `with` " \
-        "block cannot cross into it" in reason, reason
+    assert stats["fallbacks"] == {}
+    if kind != "listcond":  # (listcond has no host work left: strategy.run's own path)
+        assert stats["variants_built"] == ["per replica: x, y"]
 
 
 @pytest.mark.timeout(420)
