@@ -8,6 +8,7 @@ Needs hoist.transform, then kinds.resolve and activity.resolve, first.
 """
 from __future__ import annotations
 
+import builtins
 import enum
 
 import gast
@@ -305,14 +306,21 @@ class _Placer:
                 and all(self._fixed_sequence(a) for a in node.args))
 
     def _both(self, stmt: gast.stmt) -> bool:
-        if not (isinstance(stmt, gast.Assign) and all(
-                isinstance(t, gast.Name) for t in stmt.targets)):
-            return False
-        ok = self._plain(stmt.value)
-        if ok:
-            self.both.update(t.id for t in stmt.targets)
+        if isinstance(stmt, gast.AugAssign) and isinstance(stmt.target, gast.Name):
+            # `n += 1` on a number fixed for the call: Python arithmetic, as `n = n + 1` (a
+            # number sent instead would be a value the TF part cannot count a range with)
+            targets = [stmt.target]
+            ok = (anno.get(stmt.target, Key.KIND) == Kind.PY_SCALAR
+                  and self._plain(stmt.target) and self._plain(stmt.value))
+        elif isinstance(stmt, gast.Assign) and all(
+                isinstance(t, gast.Name) for t in stmt.targets):
+            targets, ok = stmt.targets, self._plain(stmt.value)
         else:
-            self.both.difference_update(t.id for t in stmt.targets)
+            return False
+        if ok:
+            self.both.update(t.id for t in targets)
+        else:
+            self.both.difference_update(t.id for t in targets)
         return ok
 
     def _plain(self, node: gast.AST) -> bool:
@@ -320,9 +328,12 @@ class _Placer:
         them, and the math module's constants and functions (`math.log(2.0 * math.pi)`)."""
         if isinstance(node, gast.Name):
             return node.id in self.both or node.id in self.fixed
-        if isinstance(node, gast.Call):
-            return (not node.keywords and self._math(node.func)
-                    and all(self._plain(a) for a in node.args))
+        if isinstance(node, gast.Call):  # `max(n - 1, 0)`: a pure builtin (kinds: constant)
+            pure = self._math(node.func) or (
+                isinstance(node.func, gast.Name) and node.func.id in CONSTANT_BUILTINS
+                and node.func.id not in self.locals and anno.get(node, Key.CONSTANT)
+                and self.parsed.lookup(node.func.id) is getattr(builtins, node.func.id))
+            return (not node.keywords and pure and all(self._plain(a) for a in node.args))
         if isinstance(node, gast.Attribute):  # or `x.shape` of a tensor argument (kinds)
             return self._math(node) or bool(anno.get(node, Key.CONSTANT))
         if isinstance(node, gast.Subscript) and anno.get(node, Key.CONSTANT):
