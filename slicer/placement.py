@@ -138,6 +138,7 @@ class _Placer:
         self.fixed = {n for n, f in facts.args.items() if f.constant}  # folded arguments
         self.mirrored = False  # inside a statement the TF part follows (no Python values there)
         self.in_tf_with = 0
+        self.unrolling = 0  # inside a `for` or `if` the TF part runs whole (_tf_compound)
         rebound = {n.id for n in nodes.walk(parsed.node) if isinstance(n, gast.Name)
                    and isinstance(n.ctx, gast.Store)}
         self.locals = rebound | set(facts.args)
@@ -228,14 +229,18 @@ class _Placer:
             return False
         both = set(self.both)
         inner = stmt.body + stmt.orelse
-        for child in inner:
-            try:
-                self.statement(child)
-            except Refusal:
-                return False
-            if not _fully_tf(child):
-                self.both = both
-                return False
+        self.unrolling += 1
+        try:
+            for child in inner:
+                try:
+                    self.statement(child)
+                except Refusal:
+                    return False
+                if not _fully_tf(child):
+                    self.both = both
+                    return False
+        finally:
+            self.unrolling -= 1
         self.both = both
         effect = any(anno.get(c, Key.EFFECT) for c in inner)
         anno.set(stmt, Key.EFFECT, effect)
@@ -308,9 +313,10 @@ class _Placer:
     def _both(self, stmt: gast.stmt) -> bool:
         if isinstance(stmt, gast.AugAssign) and isinstance(stmt.target, gast.Name):
             # `n += 1` on a number fixed for the call: Python arithmetic, as `n = n + 1` (a
-            # number sent instead would be a value the TF part cannot count a range with)
+            # number sent instead would be a value the TF part cannot count a range with);
+            # not in a loop or branch the TF part runs alone (the host would not see it)
             targets = [stmt.target]
-            ok = (anno.get(stmt.target, Key.KIND) == Kind.PY_SCALAR
+            ok = (not self.unrolling and anno.get(stmt.target, Key.KIND) == Kind.PY_SCALAR
                   and self._plain(stmt.target) and self._plain(stmt.value))
         elif isinstance(stmt, gast.Assign) and all(
                 isinstance(t, gast.Name) for t in stmt.targets):

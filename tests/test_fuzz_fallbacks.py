@@ -1,0 +1,69 @@
+"""Programs the differential fuzzer (tests/fuzz/) found correct but running eagerly: gpe
+fell back with a slicer or tracing error as its reason (issue 13). Each is minimised from
+its seed; each test compares everything observable with eager (tests/harness.py) and
+asserts how many calls ran sliced, so a fallback fails it.
+"""
+import tensorflow as tf
+
+from harness import check
+
+X = tf.constant([0.5, -1.0, 2.0])
+
+
+def make_rebound_count(log):
+    """Fuzz seed 12609: `n += 1` on an int argument (fixed for the call) ran on the host
+    only, so the TF part got `n` sent, a value `range(n)` and `max(n - 1, 0)` cannot use
+    while the part is traced ("'HostValue' object cannot be interpreted as an integer")."""
+    v = tf.Variable(tf.zeros([3]))
+
+    def main(x, n):
+        n += 1
+        v.assign_add(x * 0.5)
+        parts = [tf.constant(0.1) * 1.5 + tf.cast(q, tf.float32) for q in range(n)]
+        m = max(n - 1, 0)
+        log.append(n)
+        return tf.add_n(parts) + x, tf.cast(m, tf.float32), tf.cast(min(n, 3), tf.float32)
+    return main, {"v": v}
+
+
+def test_rebound_int_argument_counts_a_range_in_the_tf_part():
+    check(make_rebound_count, [(X, 2), (X, 2), (X * 2.0, 2), (X, 2)])
+
+
+def make_host_driven_counter(log):
+    """Fuzz seed 12770: `for k in range(3)` with host work in its body (a print) is driven
+    by the host, which sends `k` each iteration; kinds had taken `k` as fixed for the call
+    (as in a loop the TF part unrolls), so `max(k - 1, 0)` stayed in the TF part ("'>' not
+    supported between instances of 'int' and 'HostValue'"). Such work runs on the host.
+    (A list the host builds per iteration, `[... for q in range(k)]`, crosses with another
+    length each iteration: the call is then finished eagerly mid-call; not covered here.)"""
+    v = tf.Variable(0.0)
+
+    def main(x):
+        for k in range(3):
+            print("k", k)
+            x = x + tf.cast(max(k - 1, 0), tf.float32) * 0.5
+            v.assign_add(tf.reduce_sum(x) + tf.cast(len(range(k)), tf.float32))
+        return x
+    return main, {"v": v}
+
+
+def test_counter_of_a_host_driven_loop_in_python_work():
+    check(make_host_driven_counter, [(X,), (X,), (X * 2.0,), (X,)])
+
+
+def make_rebound_in_unrolled_loop(log):
+    """`n += 1` inside a loop the TF part unrolls stays host work there (the host would
+    not see the TF part's count): the loop is driven by the host, as before."""
+    def main(x, n):
+        for k in range(3):
+            n += 1
+            x = x + 1.0
+        m = n * 2
+        print("n", n, m)
+        return x * n, m
+    return main, {}
+
+
+def test_rebound_int_argument_in_an_unrolled_loop():
+    check(make_rebound_in_unrolled_loop, [(X, 1), (X, 1), (X * 2.0, 1)])
