@@ -67,3 +67,31 @@ def make_rebound_in_unrolled_loop(log):
 
 def test_rebound_int_argument_in_an_unrolled_loop():
     check(make_rebound_in_unrolled_loop, [(X, 1), (X, 1), (X * 2.0, 1)])
+
+
+def make_branch_rebinds(log):
+    """Fuzz seed 12740: an `if` the host decides (its test reads `x.numpy()`) whose else
+    branch rebinds `x` (TF work) after host work there. The TF part's branches were
+    functions rebinding `x` as a nonlocal: the switch traced the else branch first, and the
+    then branch read its tensor ("... in branch 1 is accessed from branch 2")."""
+    state = {}
+    v = tf.Variable(0.0)
+
+    def main(x, scale):
+        if tf.reduce_any(tf.constant(x.numpy() * 2.0) > 1.0):
+            t = x * 1.5 * 0.5
+            v.assign_add(tf.reduce_sum(t))
+        else:
+            state["last"] = scale
+            log.append(scale)
+            x = x * 0.5 + tf.reduce_min(x)
+            v.assign_add(tf.reduce_sum(x))
+        return x * 2.0, v.read_value()
+    return main, {"v": v}
+
+
+def test_branch_rebinding_a_name_the_other_branch_reads():
+    low = tf.constant([0.1, -1.0, 0.2])
+    # the `if` test is host work by the program's own `.numpy()`: its two ops run eagerly
+    check(make_branch_rebinds, [(X, 0.5), (low, 0.5), (X, 1.5), (low, 2.5), (low * 2.0, 0.5)],
+          host_ops_allowed=frozenset({"Greater", "Any"}))
