@@ -5,7 +5,7 @@ asserts how many calls ran sliced, so a fallback fails it.
 """
 import tensorflow as tf
 
-from harness import check
+from harness import check, differential
 
 X = tf.constant([0.5, -1.0, 2.0])
 
@@ -95,3 +95,32 @@ def test_branch_rebinding_a_name_the_other_branch_reads():
     # the `if` test is host work by the program's own `.numpy()`: its two ops run eagerly
     check(make_branch_rebinds, [(X, 0.5), (low, 0.5), (X, 1.5), (low, 2.5), (low * 2.0, 0.5)],
           host_ops_allowed=frozenset({"Greater", "Any"}))
+
+
+def test_nested_call_of_a_callee_with_its_own_nested_call():
+    """Fuzz seed 12901 (every function wrapped, as `gpe run` does): main's TF part runs
+    h1's, which runs h0's; main's function was traced taking only h1's own queues, not
+    h0's after them ("missing a required argument: 'queues_11'")."""
+    def program(wrap, log):
+        v = tf.Variable(tf.zeros([3]))
+
+        def h0(a):
+            print("p1", a)
+            v.assign_add(tf.fill([3], a))
+            return a * 2.0
+        h0 = wrap(h0)
+
+        def h1(a):
+            s = h0(tf.reduce_sum(v))
+            print("p2", a[1].numpy() * 2.0)
+            return tf.reduce_sum(v) * s
+        h1 = wrap(h1)
+
+        def main(x):
+            print("p4", x.numpy())
+            return h1(x * 2.0) + 1.0
+        main = wrap(main)
+        return [main(X * float(i % 2 + 1)) for i in range(6)], {"v": v}
+    h0, h1, main = differential(program)
+    assert main.stats()["graph_calls"] == 5, main.stats()
+    assert main.stats()["fallbacks"] == {}, main.stats()
