@@ -3,6 +3,9 @@ fell back with a slicer or tracing error as its reason (issue 13). Each is minim
 its seed; each test compares everything observable with eager (tests/harness.py) and
 asserts how many calls ran sliced, so a fallback fails it.
 """
+import importlib.util
+import sys
+
 import tensorflow as tf
 
 from harness import check, differential
@@ -97,30 +100,52 @@ def test_branch_rebinding_a_name_the_other_branch_reads():
           host_ops_allowed=frozenset({"Greater", "Any"}))
 
 
-def test_nested_call_of_a_callee_with_its_own_nested_call():
+
+NESTED = """
+import tensorflow as tf
+V = tf.Variable(tf.zeros([3]))
+
+
+def h0(a):
+    print("p1", a)
+    V.assign_add(tf.fill([3], a))
+    return a * 2.0
+
+
+def h1(a):
+    s = h0(tf.reduce_sum(V))
+    print("p2", a[1].numpy() * 2.0)
+    return tf.reduce_sum(V) * s
+
+
+def main(x):
+    print("p4", x.numpy())
+    s = h1(x * 2.0)
+    return s + 1.0
+"""
+
+
+def _module(tmp_path, name):
+    path = tmp_path / f"{name}.py"
+    path.write_text(NESTED)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # as an imported module is (the fuzzer loads it so)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_nested_call_of_a_callee_with_its_own_nested_call(tmp_path):
     """Fuzz seed 12901 (every function wrapped, as `gpe run` does): main's TF part runs
     h1's, which runs h0's; main's function was traced taking only h1's own queues, not
     h0's after them ("missing a required argument: 'queues_11'")."""
     def program(wrap, log):
-        v = tf.Variable(tf.zeros([3]))
-
-        def h0(a):
-            print("p1", a)
-            v.assign_add(tf.fill([3], a))
-            return a * 2.0
-        h0 = wrap(h0)
-
-        def h1(a):
-            s = h0(tf.reduce_sum(v))
-            print("p2", a[1].numpy() * 2.0)
-            return tf.reduce_sum(v) * s
-        h1 = wrap(h1)
-
-        def main(x):
-            print("p4", x.numpy())
-            return h1(x * 2.0) + 1.0
-        main = wrap(main)
-        return [main(X * float(i % 2 + 1)) for i in range(6)], {"v": v}
+        module = _module(tmp_path, f"gpe_nested_{len(made)}")
+        made.append(module)
+        for name in ("h0", "h1", "main"):  # module globals: h1 calls the wrapped h0
+            setattr(module, name, wrap(getattr(module, name)))
+        return [module.main(X * float(i % 2 + 1)) for i in range(6)], {"v": module.V}
+    made = []
     h0, h1, main = differential(program)
-    assert main.stats()["graph_calls"] == 5, main.stats()
     assert main.stats()["fallbacks"] == {}, main.stats()
+    assert main.stats()["graph_calls"] == 5, main.stats()
