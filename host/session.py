@@ -145,8 +145,9 @@ class Session:
                 channels.append(HostChannel(queue, dtypes, part.specs[channel.index], label, self,
                                             part.layouts.get(channel.index)))
             # a part that runs other functions' TF parts (nested calls) gets their queues too
-            extra = [c.handle for callee in getattr(owner, "nested", ()) if callee is not None
-                     for c in callee.registration().channels]
+            # (theirs first, then those of their own nested calls: Part.queue_count)
+            extra = [h for callee in getattr(owner, "nested", ()) if callee is not None
+                     for h in callee.registration().handles]
             registration = Registration(-1, channels, self.generation,
                                         [c.handle for c in channels] + extra)
             group = group_for_new_part(self.groups, self.last_group)

@@ -67,6 +67,8 @@ class Key(enum.Enum):
             "the TF part reads in the body before any host work there)")
     CARRIED = ("tuple of names on a MIRROR statement: TF values it rebinds that exist before "
                "it (the TF part's loop variables, or the outputs of its branches)")
+    BRANCH = ("bool on a generated function: a branch of an `if` the TF part follows (a "
+              "switch traces each branch in turn: what one rebinds stays its own)")
 
 
 def get(node: Any, key: Key, default: Any = None) -> Any:

@@ -97,6 +97,9 @@ class Facts:
     # attribute chains holding Python numbers that keep changing: sent, not folded
     dynamic_paths: frozenset = frozenset()
     entry_always: bool = False  # an entry channel even with nothing to send (random seeds)
+    # counters of `for ... in range(...)` loops the host drives (the TF part does not
+    # unroll them): sent each iteration, so not fixed for the call (slicer/pipeline.py)
+    host_counters: frozenset = frozenset()
     # why calling an object is host work, where the caller knows (a user's layer whose
     # `call` has host statements): named in explain and in fallback reasons
     why_host: Callable[[Any], str | None] | None = None

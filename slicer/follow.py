@@ -88,6 +88,7 @@ class Follow:
                                         __v__=templates.names(each))
             rescue = w.rescue(k, live, stmt.lineno)  # the iteration's values no longer fit
             fn = templates.function(name, params)
+            anno.set(fn, Key.BRANCH, not loop)
             fn.body = self.block(block, own)
             target.append(fn)
             setattr(host_stmt, ("body", "orelse")[i], w.host)

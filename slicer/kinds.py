@@ -71,7 +71,8 @@ class _Inferer:
                                 and anno.get(node.value, Key.CONSTANT, False))
         elif isinstance(node, gast.For):
             self.expr(node.iter)
-            counting = is_range(node.iter) and anno.get(node.iter, Key.CONSTANT, False)
+            counting = is_range(node.iter) and anno.get(node.iter, Key.CONSTANT, False) \
+                and getattr(node.target, "id", None) not in self.facts.host_counters
             if not counting:
                 self._note_constant(node.target, False)
             self._bind_loop_target(node.target, node.iter)

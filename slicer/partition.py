@@ -380,7 +380,15 @@ def _declare_nonlocals(body: list[gast.stmt], outer: frozenset) -> None:
         params = {a.id for a in fn.args.args}
         here = _bound(fn.body)
         shared = sorted((here & outer) - params)
-        if shared:
+        if shared and anno.get(fn, Key.BRANCH):
+            # a branch's own copy, from the value before the `if` (`def _gpe_else1(x=x)`):
+            # as a nonlocal, what the branch traced first rebinds would be what the other
+            # reads (fuzz seed 12740). Its outputs are its parameters (crossings: CARRIED);
+            # another rebound name's value after the `if` is the host's (sent again)
+            fn.args.args += [templates.name(n) for n in shared]
+            fn.args.defaults += [templates.name(n) for n in shared]
+            params |= set(shared)
+        elif shared:
             fn.body.insert(0, gast.Nonlocal(names=shared))
         _declare_nonlocals(fn.body, outer | here | params)
 

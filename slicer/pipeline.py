@@ -6,6 +6,7 @@ stopping after the pass named by `until` (callee analysis stops after placement)
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import os
@@ -13,7 +14,9 @@ from typing import Any, Callable
 
 import gast
 
-from gpe.slicer import activity, callees, crossings, hoist, kinds, nodes, partition, placement
+from gpe.slicer import (activity, anno, callees, crossings, hoist, kinds, nodes, partition,
+                        placement)
+from gpe.slicer.anno import Key
 from gpe.slicer.errors import Refusal
 from gpe.slicer.facts import Facts, Kind
 from gpe.slicer.parser import Parsed, parse
@@ -33,12 +36,49 @@ class Pass(enum.Enum):
 
 def slice_function(fn: Callable, facts: Facts) -> SlicePlan:
     """Slice `fn` under `facts`. Raises Refusal when it cannot (it then runs eagerly)."""
+    parsed = _analysed(fn, facts)
+    counters = _host_counters(parsed.node)
+    if counters:  # analysed again with those counters sent, not fixed (see below)
+        facts = dataclasses.replace(facts, host_counters=facts.host_counters | counters)
+        parsed = _analysed(fn, facts)
+    return partition.transform(parsed, facts)  # needs crossings: the three programs
+
+
+def _analysed(fn: Callable, facts: Facts) -> Parsed:
     parsed = parse(fn)
     _check_args(parsed)
     _explicit_end(parsed.node)
     _drop_final_dels(parsed.node)
     analyse(parsed, facts)
-    return partition.transform(parsed, facts)  # needs crossings: the three programs
+    return parsed
+
+
+def _host_counters(fn: gast.FunctionDef) -> frozenset:
+    """Counters of `for k in range(3)` loops that kinds took as fixed for the call (the TF
+    part would unroll the loop) but that the host drives (placement: host work in the
+    body), where a TF statement in the body uses the counter in Python-only work
+    (`max(k - 1, 0)`, `range(k)`): the TF part gets each iteration's value sent, a value
+    Python cannot compare or count with while the part is traced."""
+    found = set()
+    for loop in nodes.walk(fn):
+        if not (isinstance(loop, gast.For) and isinstance(loop.target, gast.Name)
+                and anno.get(loop, Key.PLACE) != placement.Place.TF
+                and isinstance(loop.iter, gast.Call) and getattr(loop.iter.func, "id", "")
+                == "range" and anno.get(loop.iter, Key.CONSTANT)):
+            continue
+        name = loop.target.id
+        for stmt in nodes.walk(loop):
+            if isinstance(stmt, gast.stmt) and anno.get(stmt, Key.PLACE) == placement.Place.TF \
+                    and any(_python_use(n, name) for n in nodes.walk(stmt)):
+                found.add(name)
+    return frozenset(found)
+
+
+def _python_use(node: gast.AST, name: str) -> bool:
+    """A constant call or comparison (pure Python work: kinds) that reads `name`."""
+    return isinstance(node, (gast.Call, gast.Compare)) and anno.get(
+        node, Key.CONSTANT, False) and any(isinstance(n, gast.Name) and n.id == name
+                                           for n in nodes.walk(node))
 
 
 def analyse(parsed: Parsed, facts: Facts, until: Pass = Pass.CROSSINGS) -> None:

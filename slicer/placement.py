@@ -8,6 +8,7 @@ Needs hoist.transform, then kinds.resolve and activity.resolve, first.
 """
 from __future__ import annotations
 
+import builtins
 import enum
 
 import gast
@@ -137,6 +138,7 @@ class _Placer:
         self.fixed = {n for n, f in facts.args.items() if f.constant}  # folded arguments
         self.mirrored = False  # inside a statement the TF part follows (no Python values there)
         self.in_tf_with = 0
+        self.unrolling = 0  # inside a `for` or `if` the TF part runs whole (_tf_compound)
         rebound = {n.id for n in nodes.walk(parsed.node) if isinstance(n, gast.Name)
                    and isinstance(n.ctx, gast.Store)}
         self.locals = rebound | set(facts.args)
@@ -227,14 +229,18 @@ class _Placer:
             return False
         both = set(self.both)
         inner = stmt.body + stmt.orelse
-        for child in inner:
-            try:
-                self.statement(child)
-            except Refusal:
-                return False
-            if not _fully_tf(child):
-                self.both = both
-                return False
+        self.unrolling += 1
+        try:
+            for child in inner:
+                try:
+                    self.statement(child)
+                except Refusal:
+                    return False
+                if not _fully_tf(child):
+                    self.both = both
+                    return False
+        finally:
+            self.unrolling -= 1
         self.both = both
         effect = any(anno.get(c, Key.EFFECT) for c in inner)
         anno.set(stmt, Key.EFFECT, effect)
@@ -305,14 +311,22 @@ class _Placer:
                 and all(self._fixed_sequence(a) for a in node.args))
 
     def _both(self, stmt: gast.stmt) -> bool:
-        if not (isinstance(stmt, gast.Assign) and all(
-                isinstance(t, gast.Name) for t in stmt.targets)):
-            return False
-        ok = self._plain(stmt.value)
-        if ok:
-            self.both.update(t.id for t in stmt.targets)
+        if isinstance(stmt, gast.AugAssign) and isinstance(stmt.target, gast.Name):
+            # `n += 1` on a number fixed for the call: Python arithmetic, as `n = n + 1` (a
+            # number sent instead would be a value the TF part cannot count a range with);
+            # not in a loop or branch the TF part runs alone (the host would not see it)
+            targets = [stmt.target]
+            ok = (not self.unrolling and anno.get(stmt.target, Key.KIND) == Kind.PY_SCALAR
+                  and self._plain(stmt.target) and self._plain(stmt.value))
+        elif isinstance(stmt, gast.Assign) and all(
+                isinstance(t, gast.Name) for t in stmt.targets):
+            targets, ok = stmt.targets, self._plain(stmt.value)
         else:
-            self.both.difference_update(t.id for t in stmt.targets)
+            return False
+        if ok:
+            self.both.update(t.id for t in targets)
+        else:
+            self.both.difference_update(t.id for t in targets)
         return ok
 
     def _plain(self, node: gast.AST) -> bool:
@@ -320,9 +334,12 @@ class _Placer:
         them, and the math module's constants and functions (`math.log(2.0 * math.pi)`)."""
         if isinstance(node, gast.Name):
             return node.id in self.both or node.id in self.fixed
-        if isinstance(node, gast.Call):
-            return (not node.keywords and self._math(node.func)
-                    and all(self._plain(a) for a in node.args))
+        if isinstance(node, gast.Call):  # `max(n - 1, 0)`: a pure builtin (kinds: constant)
+            pure = self._math(node.func) or (
+                isinstance(node.func, gast.Name) and node.func.id in CONSTANT_BUILTINS
+                and node.func.id not in self.locals and anno.get(node, Key.CONSTANT)
+                and self.parsed.lookup(node.func.id) is getattr(builtins, node.func.id))
+            return (not node.keywords and pure and all(self._plain(a) for a in node.args))
         if isinstance(node, gast.Attribute):  # or `x.shape` of a tensor argument (kinds)
             return self._math(node) or bool(anno.get(node, Key.CONSTANT))
         if isinstance(node, gast.Subscript) and anno.get(node, Key.CONSTANT):

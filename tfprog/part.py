@@ -56,6 +56,13 @@ class Part:
     seeds: int = 0  # legacy random ops: rows of seeds its entry carries (randomness.py)
 
     @property
+    def queue_count(self) -> int:
+        """How many queues its function takes: its channels', then each nested part's (a
+        callee's own nested calls included: main -> h1 -> h0, fuzz seed 12901)."""
+        return len(self.plan.channels) + sum(p.queue_count for p in self.nested
+                                             if p is not None)
+
+    @property
     def function_name(self) -> str:
         return self.function.function_def.signature.name
 
@@ -329,8 +336,8 @@ class _TraceRuntime:
         if callee is None:
             return  # the host never says to here: it calls the function eagerly
         start = len(self.plan.channels) + sum(
-            len(p.plan.channels) for p in self.nested[:slot] if p is not None)
-        callee.function(*queues[start:start + len(callee.plan.channels)])
+            p.queue_count for p in self.nested[:slot] if p is not None)
+        callee.function(*queues[start:start + callee.queue_count])
 
     @staticmethod
     def speculate(value, seen):
@@ -440,7 +447,7 @@ def _trace(plan, tf_factory, bound, specs, layouts, folded, nested, seeds) -> _T
 
     traced.__name__ = f"gpe_{plan.name}"
     signature = [_RESOURCE] * (len(plan.channels) + sum(
-        len(p.plan.channels) for p in nested if p is not None))
+        p.queue_count for p in nested if p is not None))
     try:
         with exact_arithmetic(), asserts.intercept(runtime.uid), \
                 randomness.recording(runtime.random):  # eager's assert messages, seeds
