@@ -500,9 +500,10 @@ def test_tf_statements_binding_a_name_on_some_paths_keep_its_value_from_before()
                 w = tf.reduce_max(x) * 2.0
             return x * y + w
         return main, {}
-    # n = 0 runs eagerly (`y` a Python float the loop may leave: seed 14522); n = 2 and 1
-    # run sliced after their profile calls
-    check(make, [(X, 0), (X, 0), (X, 2), (X, 2), (X, 1), (X, 1), (X * 3.0, 0)], graph_calls=3)
+    # `y` a Python float the loop may leave (seed 14522) keeps its value from before on every
+    # path: n = 0 and n = 2 each slice after a profile call, then n = 1 and n = 0 again run
+    # the variant for any int (calls 2, 4, 6 and 7)
+    check(make, [(X, 0), (X, 0), (X, 2), (X, 2), (X, 1), (X, 1), (X * 3.0, 0)], graph_calls=4)
 
 
 # seed 12935: a value crossing mid-call that changes type from one loop iteration to the next
