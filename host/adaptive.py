@@ -22,6 +22,11 @@ again (up to MAX_ROUNDS rounds) before the middle of the band decides, so that a
 function gets the same verdict run after run rather than a coin toss. The verdict is final.
 Its message says what was measured, and is true: it never calls eager faster when the
 sliced median was lower.
+
+A block during which the session started a sink (another part registered: TensorFlow
+instantiates the new sink with its parts inlined, 50-300 ms of CPU on the sink's thread)
+is not counted, either way: under load such a block of a 5 ms step measured 40 ms and
+kept a clear case measuring for rounds (`disturbed`, host/session.py).
 """
 from __future__ import annotations
 
@@ -39,6 +44,7 @@ EAGER_MARGIN = 1.0   # sliced at least eager's time: eager; in between, measured
 TIE_BREAK = 0.95     # after MAX_ROUNDS inside the band: sliced below this, else eager
 CLEAR = 1 / 3        # after the first block each way: sliced/eager at most this (or at
                      # least its inverse) settles at once
+MAX_DROPPED = 4      # blocks dropped because a sink started (then they count)
 PROBE_CALLS = 3      # calls of the first eager block after which a clear case settles
 PRIOR_CLEAR = 0.6    # sliced/eager at most this, eager being the plain calls before the
                      # build (`prior`), settles at once: 1.5x inside SLICED_MARGIN, for a load
@@ -54,8 +60,12 @@ class AdaptiveTimer:
     one call in four is not timed on its own long after its sibling was."""
 
     def __init__(self, enabled: bool = True, clock: Callable[[], float] = time.perf_counter,
-                 sibling: "AdaptiveTimer | None" = None, prior: list[float] | None = None):
+                 sibling: "AdaptiveTimer | None" = None, prior: list[float] | None = None,
+                 disturbed: Callable[[float], bool] = lambda since: False):
         self.clock = clock
+        # disturbed(t): a sink started at or after clock time t (or shortly before it)
+        self.disturbed = disturbed
+        self.block_start, self.dropped = 0.0, 0
         self.sibling = sibling
         # seconds of the function's plain eager calls before this variant (payoff.py)
         self.prior = list(prior or ())[-BLOCK_CALLS:]
@@ -122,7 +132,8 @@ class AdaptiveTimer:
         if self.phase != _EAGER:  # decided by a call nested in this one (recursion)
             return None
         if not self._counted(start):
-            if self.eager or len(self.block) != PROBE_CALLS:
+            if self.eager or len(self.block) != PROBE_CALLS or (
+                    self.dropped < MAX_DROPPED and self.disturbed(self.block_start)):
                 return None
             ratio = self.sliced[0] / statistics.median(self.block)  # the first block so far
             if ratio > CLEAR:  # running eagerly for good takes a whole block
@@ -144,11 +155,20 @@ class AdaptiveTimer:
 
     def _counted(self, start: float) -> bool:
         """Record a call's time in the current block; True when it completes the block
-        (self.block then holds the block's times until the next call)."""
+        (self.block then holds the block's times until the next call). A block a sink's
+        start disturbed is dropped: the next call starts the block again."""
         if len(self.block) >= BLOCK_CALLS:
             self.block = []
+        if not self.block:
+            self.block_start = start
         self.block.append(self.clock() - start)
-        return len(self.block) >= BLOCK_CALLS
+        if len(self.block) < BLOCK_CALLS:
+            return False
+        if self.dropped < MAX_DROPPED and self.disturbed(self.block_start):
+            self.dropped += 1  # (bounded: a program that keeps building is still timed)
+            self.block = []
+            return False
+        return True
 
     def _ratio(self) -> float:
         sliced, eager = statistics.median(self.sliced), statistics.median(self.eager)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
-from gpe.host import fence, opcount, pending
+from gpe.host import fence, graph_error, opcount, pending
 from gpe.host.sinks import Group, group_for_new_part
 from gpe.host.channel import HostChannel
 from gpe.host.interrupt import Interruptible
@@ -32,11 +32,10 @@ from gpe.host.watchdog import Watchdog
 from gpe.tfprog import asserts
 from gpe.tfprog.channels import make_queue
 from gpe.tfprog.exact import use_exact_arithmetic_on_this_thread
-from gpe.tfprog.part import LINE_SCOPE, Part
+from gpe.tfprog.part import Part
 from gpe.tfprog.sink import STOP, build_sink
 
 log = logging.getLogger("gpe")
-ROOT_ERROR = re.compile(r"\(\d+\) ([A-Z_]+):\s*(.*)")  # "(0) INVALID_ARGUMENT:  text"
 
 CLOSE_TIMEOUT_S = 5.0
 _INDEX_TENSORS: dict[int, tf.Tensor] = {}
@@ -116,6 +115,11 @@ class Session:
     def _new_generation(self) -> None:
         self.done = tf.queue.FIFOQueue(-1, [tf.int32], shapes=[[]])  # the sinks' acknowledgements
         self.sent = self.acknowledged = 0
+        # the last sink started (perf_counter), and until when it may have been starting:
+        # until the host read the acknowledgement of the first call sent after it (its
+        # instantiation done); +inf while not yet (sink_started_since)
+        self.sink_started = self.sink_ready = float("-inf")
+        self._ready_after = 0
         self.groups: list[Group] = []  # the parts, in groups of one sink each (host/sinks.py)
         self.routes: dict[int, tuple] = {}  # part number -> (group, its control queue, slot)
         self.last_group = 0  # the group of the last call sent
@@ -180,10 +184,17 @@ class Session:
         if previous is not None and not group.stopped:
             self._enqueue_control(group, STOP)
         group.stopped = False
+        self.sink_started, self.sink_ready = time.perf_counter(), float("inf")
+        self._ready_after = self.sent + 1
         group.thread = threading.Thread(target=self._run,
                                         args=(sink, previous, pins, self.generation),
                                         name=f"gpe-sink-{group.number}", daemon=True)
         group.thread.start()
+
+    def sink_started_since(self, since: float) -> bool:
+        """A sink was starting at or after perf_counter time `since` (TensorFlow
+        instantiating it on its thread competes for the CPU; a call waits for it)."""
+        return self.sink_started >= since or self.sink_ready > since
 
     def _run(self, sink, previous: threading.Thread | None, pins: list,
              generation: int) -> None:
@@ -267,6 +278,8 @@ class Session:
         except (tf.errors.CancelledError, tf.errors.OutOfRangeError, RuntimeError) as exc:
             self.raise_failure("the sink's acknowledgements", exc)
         self.acknowledged += ready
+        if self.acknowledged >= self._ready_after and self.sink_ready == float("inf"):
+            self.sink_ready = time.perf_counter()
         return ready
 
     def _enqueue_control(self, group: Group, index: int) -> None:
@@ -309,7 +322,7 @@ class Session:
         if failure is None:
             raise RuntimeError(f"gpe: {label} was closed (the session shut down)") from cause
         if isinstance(failure, tf.errors.OpError):
-            text, where = self._describe(failure.message)
+            text, where = graph_error.describe(failure.message, self.parts)
             error = type(failure)(failure.node_def, failure.op, text)
             if isinstance(failure, tf.errors.InvalidArgumentError):  # an assert: eager's
                 error = asserts.eager_error(part.uid for part, _, _ in self.parts) or error
@@ -317,31 +330,6 @@ class Session:
                 error.add_note(where) if hasattr(error, "add_note") else None
             raise error from None
         raise failure
-
-    def _describe(self, message: str) -> tuple[str, str]:
-        """(the graph error's own text and op, where in the user's code it was raised)."""
-        core = [ln.strip() for ln in message.splitlines()
-                if ln.strip() and not ln.lstrip().startswith(("[[", "File ", "Detected at",
-                                                               "Graph execution error"))]
-        # several root errors (one per replica of a strategy.run): the first that is not
-        # a cancellation, as the replica that raised first eagerly; else the last line
-        roots = [m for m in map(ROOT_ERROR.match, core) if m]
-        roots.sort(key=lambda m: m.group(1) == "CANCELLED")  # stable: in their order
-        text = roots[0].group(2) if roots else core[-1] if core else message
-        text = re.sub(r"\s*\[Op:__inference\w*\]$", "", text)
-        # the functions it ran in (a sink traced in Python nests the part in one more)
-        text = re.sub(r"^(\{\{function_node [^}]*\}\}\s*)+", "", text)
-        node = re.findall(r"\{\{node ([^}]*)\}\}", message)
-        if node:
-            text += _eager_op_suffix(node[-1], [part for part, _, _ in self.parts])
-        scopes = LINE_SCOPE.findall(node[-1] if node else message)
-        where = ""
-        if scopes:
-            uid, line = int(scopes[-1][0]), scopes[-1][1]
-            plan = next((part.plan for part, _, _ in self.parts if part.uid == uid), None)
-            if plan is not None:
-                where = f"raised in the TF part of {plan.qualname} at {plan.filename}:{line}"
-        return text, where
 
     def _recover(self) -> None:
         if self.failed:
@@ -407,35 +395,6 @@ def _index(index: int) -> tf.Tensor:
     if tensor is None:
         tensor = _INDEX_TENSORS.setdefault(index, tf.constant(index, tf.int32))
     return tensor
-
-
-def _eager_op_suffix(node: str, parts: list) -> str:
-    """What eager appends to an op's error: `[Op:Type]`, and ` name: scope/` where the
-    op was made in a name scope of its own (`x[i]`: `[Op:StridedSlice] name: strided_slice/`).
-    The graph names the node; its type is looked up in the parts' graphs and bodies."""
-    last = node.rsplit("/", 1)[-1]
-    kind = _node_type(node, parts)
-    if kind is None:
-        return f" [Op:{last}]"
-    base = re.sub(r"_\d+$", "", last)  # the graph made the name unique; eager does not
-    return f" [Op:{kind}]" + ("" if base == kind else f" name: {base}/")
-
-
-def _node_type(node: str, parts: list) -> str | None:
-    for part in parts:
-        graph = getattr(part.function, "graph", None)
-        if graph is None:
-            continue
-        try:
-            return graph.get_operation_by_name(node).type
-        except (KeyError, ValueError):
-            pass
-        for fn in getattr(graph, "_functions", {}).values():
-            definition = getattr(fn, "definition", None) or getattr(fn, "cached_definition", None)
-            for n in getattr(definition, "node_def", ()):
-                if n.name == node:
-                    return n.op
-    return None
 
 
 class _Waiting:

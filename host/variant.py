@@ -41,7 +41,8 @@ class Variant:
         self._registration: Registration | None = None
         self.host_fn = None
         # prior: the function's plain eager calls before it was built (payoff.py)
-        self.timer = AdaptiveTimer(adaptive, sibling=sibling_timer, prior=prior)
+        self.timer = AdaptiveTimer(adaptive, sibling=sibling_timer, prior=prior,
+                                   disturbed=self.session.sink_started_since)
         self.folded: list = []  # entry values used as constants: (name, index, value)
         self.stale = False  # a call fell back mid-call: build again (see fell_back)
         self.nested: list = []  # per nested call site: the callee's variant its TF part runs

@@ -366,3 +366,28 @@ def test_a_call_while_a_tf_function_traces_sends_nothing():
     assert outer(X).numpy().tolist() == [3.0, 5.0, 7.0]
     assert outer(-X).numpy().tolist() == [0.0, -1.0, -2.0]
     assert session.sent == sent
+
+
+def test_the_session_says_when_a_new_sink_was_starting():
+    """The adaptive timer drops a block during which a sink was starting (adaptive.py):
+    from a sink's start until the host has read the acknowledgement of the first call
+    sent after it (TensorFlow instantiated it by then)."""
+    import time
+    from gpe.host.session import get_session
+
+    def doubled(x):
+        return tf.reduce_sum(x * 2.0)
+
+    session = get_session()
+    session.fence()
+    before = time.perf_counter()
+    sliced = gpe.function(doubled, profile_calls=1)
+    small = tf.ones([3])
+    assert float(sliced(small)) == 6.0  # the profile call
+    result = sliced(small)  # registers the part: a new sink starts
+    assert session.sink_started_since(before)
+    assert float(result) == 6.0 and sliced.stats()["graph_calls"] == 1
+    session.fence()  # reads the first call's acknowledgement: the sink is ready
+    after = time.perf_counter()
+    assert session.sink_started >= before and session.sink_ready <= after
+    assert not session.sink_started_since(after)
