@@ -317,10 +317,14 @@ class CallContext:
         left of this call's TF part. Nothing to do when the host program ran to its end,
         or when the call never started. Its waits are not interrupted (the TF part must
         get its cancellation): a Ctrl-C meanwhile is raised when it is done."""
-        if self.eager or not self.started:
-            return  # the TF part stopped at the rescue, or has nothing of this call
+        if self.eager or not self.started:  # the TF part stopped at the rescue, or has
+            if self.started and self.rt.variant.replay is not None:  # nothing of this call
+                self.rt.variant.replay.stopped()
+            return
         drains, cancel = self.rt.routes[self.pos]
-        if not drains and cancel is None:
+        if not drains and cancel is None:  # the TF part runs the whole call
+            if self.rt.variant.replay is not None:
+                self.rt.variant.replay.ran()
             return
         with self.blocking.shield():
             try:
@@ -333,6 +337,9 @@ class CallContext:
                                  + _zeros(channel))
             except Exception:  # the session failed: nothing is left to cancel
                 pass
+            replay = self.rt.variant.replay
+            if replay is not None:  # not cancelled: the TF part runs the whole call
+                replay.ran() if cancel is None else replay.stopped()
 
 
 def _zeros(channel) -> list:

@@ -184,13 +184,13 @@ def _keras_kind(obj: Any) -> Kind | None:
             if _keras_all_the_way(owner) and _top(obj.__func__.__module__ or "") == "keras":
                 # model.predict_step, opt.apply_gradients, metric.update_state, ...
                 return Kind.TF_EFFECT_OP
+            if _is_add_loss(obj.__func__):  # `self.add_loss(...)` in a layer's `call`: its
+                return Kind.TF_EFFECT_OP     # list of losses is replayed (tfprog/losses.py)
             return Kind.HOST
         return None
     if isinstance(obj, keras.layers.Layer):
         if _top(getattr(type(obj).__call__, "__module__", "") or "") != "keras":
             return _module_kind(obj)  # a user's own __call__ (older TF2 examples' models)
-        if _activity_regularized(obj):
-            return Kind.HOST
         return Kind.TF_EFFECT_OP if _keras_all_the_way(obj) or _all_tf(obj) else Kind.HOST
     if isinstance(obj, keras.optimizers.Optimizer):
         return Kind.TF_OBJECT if _keras_own(obj) else Kind.HOST
@@ -201,16 +201,10 @@ def _keras_kind(obj: Any) -> Kind | None:
     return None
 
 
-def _activity_regularized(layer: Any) -> bool:
-    """A layer in `layer`'s tree has an activity regularizer: each call adds its loss to
-    the layer's Python list of losses (`model.losses` after the call); traced once in a TF
-    part, the list would hold the trace's symbolic tensor from then on."""
-    for sub in layer._flatten_layers(include_self=True, recursive=True):
-        if getattr(sub, "activity_regularizer", None) is not None:
-            _why_host[layer] = (f"{type(sub).__name__} {sub.name!r} has an activity "
-                                "regularizer (each call adds to `.losses` on the host)")
-            return True
-    return False
+def _is_add_loss(function: Any) -> bool:
+    """Keras's `Layer.add_loss` (as gpe wraps it while tracing too: functools.wraps)."""
+    return getattr(function, "__qualname__", "") == "Layer.add_loss" and \
+        _top(getattr(function, "__module__", "") or "") == "keras"
 
 
 def _keras_all_the_way(obj: Any) -> bool:

@@ -16,8 +16,10 @@ from gpe.host.adaptive import AdaptiveTimer
 from gpe.host.payoff import COSTS, progress
 from gpe.host.call import Runtime
 from gpe.host.loader import load
+from gpe.host.losses import Replay
 from gpe.host.session import Registration, Session, get_session
 from gpe.slicer import SlicePlan
+from gpe.tfprog.losses import Added
 from gpe.tfprog.part import Part, build_part
 
 log = logging.getLogger("gpe")
@@ -39,6 +41,7 @@ class Variant:
         self.session: Session = get_session()
         self.part: Part | None = None
         self._registration: Registration | None = None
+        self.replay: Replay | None = None  # Keras losses its TF part adds (host/losses.py)
         self.host_fn = None
         # prior: the function's plain eager calls before it was built (payoff.py)
         self.timer = AdaptiveTimer(adaptive, sibling=sibling_timer, prior=prior,
@@ -93,6 +96,8 @@ class Variant:
         if reg is None or reg.generation != session.generation:
             started = time.perf_counter()
             reg = self._registration = session.register(self.part, self)
+            if any(isinstance(e, Added) for e in self.part.losses):
+                self.replay = Replay(self.part.losses, session)
             seconds = time.perf_counter() - started
             COSTS.add(seconds, built=False)
             progress("starting the graph for", self.owner.__qualname__, self.owner.where,

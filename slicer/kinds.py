@@ -274,9 +274,10 @@ class _Inferer:
                 return Kind.PY_SCALAR
             if type(value) in (bool, int, float) and root.id not in self.mutated:
                 anno.set(node, Key.SENT, dotted(node))  # keeps changing: sent (host work)
-            if kind in _CAPTURABLE and (root is not node.value or base in _CAPTURABLE):
-                # e.g. self.model.trainable_variables, self.opt.apply_gradients, or
-                # metric.update_state on a metric argument the TF part captures
+            if kind in _CAPTURABLE and (root is not node.value or base in _CAPTURABLE
+                                        or node.attr == "add_loss"):
+                # e.g. self.model.trainable_variables, self.opt.apply_gradients, metric.
+                # update_state on a metric argument the TF part captures, self.add_loss
                 return kind
             return Kind.HOST
         if base in (Kind.TF_MODULE, Kind.TF_OBJECT, Kind.TF_OP, Kind.TF_EFFECT_OP) or \

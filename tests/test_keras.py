@@ -330,7 +330,7 @@ def test_regularisation_losses_summed_in_the_tape_run_in_the_graph():
             keras.layers.Dense(6, activation="relu",
                                kernel_regularizer=keras.regularizers.l2(1e-2)),
             keras.layers.Dense(1, kernel_regularizer=keras.regularizers.l1(1e-3))])
-        model(X)  # (an activity regularizer keeps the model's call on the host: below)
+        model(X)  # (activity regularizers: tests/test_keras_losses.py)
         opt = keras.optimizers.SGD(0.05)
 
         def train_step(x, y):
@@ -379,8 +379,9 @@ def test_regularization_losses_added_under_if_model_losses_in_the_tape():
 def test_activity_regularized_model_stays_eager_and_its_losses_stay_readable():
     """An activity regularizer adds a loss to the layer's Python list at every call;
     traced once into a TF part, `model.losses` read on the host after a sliced call was a
-    SymbolicTensor (a gpe-only TypeError at `float(t)`). Such a model's call runs on the
-    host, so the step stays eager: same values, same losses list."""
+    SymbolicTensor (a gpe-only TypeError at `float(t)`). The host replays each call's
+    losses when the call ends (tests/test_keras_losses.py); this step reads them on the
+    host inside the call, before that: it stays eager (same values, same losses list)."""
     def make(log):
         keras.utils.set_random_seed(4)
         model = keras.Sequential([

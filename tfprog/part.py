@@ -24,7 +24,7 @@ from gpe.slicer.plan import ChannelKind, SlicePlan
 from gpe.tfprog.channels import ValueSpec, flatten, unflatten
 from gpe.tfprog.exact import exact_arithmetic
 from gpe.tfprog.hostvalue import HostValue, Speculated, python_leaf_spec
-from gpe.tfprog import asserts, randomness
+from gpe.tfprog import asserts, losses, randomness
 from gpe.tfprog.failing import can_fail
 
 _RESOURCE = tf.TensorSpec([], tf.resource)
@@ -54,6 +54,7 @@ class Part:
     # are passed after this part's own), or None
     nested: list = dataclasses.field(default_factory=list)
     seeds: int = 0  # legacy random ops: rows of seeds its entry carries (randomness.py)
+    losses: list = dataclasses.field(default_factory=list)  # Keras losses added (losses.py)
 
     @property
     def queue_count(self) -> int:
@@ -87,6 +88,7 @@ class _TraceRuntime:
         self.nested = nested
         self.uid = next(_part_ids)
         self.random = randomness.Recorder(plan, self.uid, seeds)
+        self.losses = losses.Recorder()  # Keras losses its layers add (losses.py)
         self.callees: dict = {}
         self.waits: set[int] = set()
         self.unchecked: list = []  # ops that can fail at run time, not yet waited for
@@ -150,8 +152,8 @@ class _TraceRuntime:
         if rescue is not None:
             otherwise = self._rescue(queues[rescue], rescue, live, flag, stop)
         with tf.control_dependencies(_stateful_ops() + outer):
-            return tf.cond(tf.equal(flag, 1), self.random.onward(
-                lambda: segment(*values), not self.specs[index]), otherwise)
+            return tf.cond(tf.equal(flag, 1), self.random.onward(self.losses.onward(
+                lambda: segment(*values)), not self.specs[index]), otherwise)
 
     def gate_in_with(self, queues, index, segment: Callable):
         """A gate inside a `with` block (a GradientTape): wait for the host; the rest of the
@@ -177,7 +179,8 @@ class _TraceRuntime:
                     for t in traced[1] if _through_cond(t)]
         with tf.control_dependencies(_stateful_ops() + outer):
             out = iter(tf.cond(tf.equal(flag, 1),
-                               self.random.onward(go_on, not self.specs[index]), cancelled))
+                               self.random.onward(self.losses.onward(go_on),
+                                                  not self.specs[index]), cancelled))
         return tf.nest.pack_sequence_as(traced[0], [
             next(out) if _through_cond(leaf) else leaf for leaf in traced[1]])
 
@@ -185,7 +188,7 @@ class _TraceRuntime:
         """After a `with` block that held the gate on channel `index`: the rest of the
         block runs only if the host said go on there."""
         return tf.cond(tf.equal(self.flags[index], 1),
-                       self.random.onward(segment, not self.specs[index]),
+                       self.random.onward(self.losses.onward(segment), not self.specs[index]),
                        lambda: self.end(carried, False))
 
     def _rescue(self, queue, index, live: tuple, flag, stop: Callable) -> Callable:
@@ -271,7 +274,8 @@ class _TraceRuntime:
         """Run the rest of a block after a loop or `if` unless the host cancelled inside."""
         if _always(alive):
             return rest()
-        return tf.cond(alive, self.random.onward(rest, True), lambda: self.end(carried, False))
+        return tf.cond(alive, self.random.onward(self.losses.onward(rest), True),
+                       lambda: self.end(carried, False))
 
     @staticmethod
     def rows(tensor):
@@ -434,7 +438,7 @@ def build_part(plan: SlicePlan, tf_factory: Callable[..., Callable], bound: dict
         runtime = _trace(plan, tf_factory, bound, specs, layouts, folded, nested, seeds)
     return Part(plan=plan, function=runtime.concrete, specs=runtime.specs, layouts=layouts,
                 waits=frozenset(runtime.waits), uid=runtime.uid, folded=folded, nested=nested,
-                seeds=seeds)
+                seeds=seeds, losses=runtime.losses.events if runtime.losses.added else [])
 
 
 def _trace(plan, tf_factory, bound, specs, layouts, folded, nested, seeds) -> _TraceRuntime:
@@ -442,7 +446,7 @@ def _trace(plan, tf_factory, bound, specs, layouts, folded, nested, seeds) -> _T
     program = tf_factory(runtime, bound)
 
     def traced(*queues):
-        runtime.random.graph = tf.compat.v1.get_default_graph()
+        runtime.random.graph = runtime.losses.graph = tf.compat.v1.get_default_graph()
         return program(queues)
 
     traced.__name__ = f"gpe_{plan.name}"
@@ -450,7 +454,7 @@ def _trace(plan, tf_factory, bound, specs, layouts, folded, nested, seeds) -> _T
         p.queue_count for p in nested if p is not None))
     try:
         with exact_arithmetic(), asserts.intercept(runtime.uid), \
-                randomness.recording(runtime.random):  # eager's assert messages, seeds
+                randomness.recording(runtime.random), losses.recording(runtime.losses):
             runtime.concrete = tf.function(traced, input_signature=signature,
                                            autograph=False).get_concrete_function()
         runtime.random.finish()
@@ -464,6 +468,9 @@ def _trace(plan, tf_factory, bound, specs, layouts, folded, nested, seeds) -> _T
     except Exception as exc:  # tracing user code can raise anything
         raise PartError(f"tracing the TF part failed: {type(exc).__name__}: "
                         f"{plan.user_terms(str(exc))}") from exc
+    refused = losses.refusal(runtime.losses, plan, nested)
+    if refused:
+        raise PartError(refused)
     if leftover is not None:
         raise PartError(f"the TF part has a {leftover} op (a stateful random op that a graph "
                         "cannot run as eagerly)")

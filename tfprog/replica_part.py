@@ -31,7 +31,7 @@ from tensorflow.python.distribute import mirrored_run
 from tensorflow.python.distribute import values as dist_values
 
 from gpe.slicer.plan import Channel, ChannelKind, SlicePlan
-from gpe.tfprog import asserts, randomness
+from gpe.tfprog import asserts, losses, randomness
 from gpe.tfprog.channels import unflatten
 from gpe.tfprog.exact import exact_arithmetic
 from gpe.tfprog.part import Part, PartError, _RESOURCE, _TraceRuntime
@@ -139,7 +139,8 @@ def build_replica_part(plan: SlicePlan, tf_factory, bound: dict, specs: dict, la
     traced.__name__ = f"gpe_{plan.name}_replicas"
     try:
         with exact_arithmetic(), asserts.intercept(runtime.uid), \
-                randomness.recording(runtime.random), _noting_merges(runtime):
+                randomness.recording(runtime.random), _noting_merges(runtime), \
+                losses.recording(losses.Recorder()) as added:
             concrete = tf.function(traced, input_signature=[_RESOURCE] * (n * replicas),
                                    autograph=False).get_concrete_function()
         runtime.random.finish()
@@ -148,6 +149,8 @@ def build_replica_part(plan: SlicePlan, tf_factory, bound: dict, specs: dict, la
     except Exception as exc:  # tracing user code can raise anything
         raise PartError(f"tracing the replicated TF part failed: {type(exc).__name__}: "
                         f"{plan.user_terms(str(exc))}") from exc
+    if added.refused or added.added:
+        raise PartError("a layer adds losses (`add_loss`): not sliced per replica")
     if runtime.random.count or randomness.leftover(concrete.graph) is not None:
         raise PartError("the step has random ops (not sliced per replica)")
     if runtime.unordered:
