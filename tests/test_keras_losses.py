@@ -167,3 +167,22 @@ def test_a_loss_added_inside_a_tensor_branch_keeps_the_step_eager():
         return step, {f"w{i}": w for i, w in enumerate(model.weights)}
     under = check(make, [(X,), (-X,), (X * 2.0,), (X,)], graph_calls=0)
     assert any("inside a branch" in reason for reason in under.target.stats()["fallbacks"])
+
+
+def test_losses_read_before_the_model_call_keep_the_step_eager():
+    """`model.losses` read before the model call holds the call before's values: traced,
+    the TF part would keep those of the call it was traced after. Refused."""
+    def make(log):
+        model = guide_model()
+        optimizer = keras.optimizers.SGD(learning_rate=1e-2)
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                before = sum(model.losses)
+                loss = tf.reduce_mean(tf.square(model(x))) + before
+            grads = tape.gradient(loss, model.trainable_weights)
+            optimizer.apply_gradients(zip(grads, model.trainable_weights))
+            return loss
+        return step, {f"w{i}": w for i, w in enumerate(model.weights)}
+    under = check(make, [(X * (1.0 + i),) for i in range(5)], graph_calls=0)
+    assert any("is read before" in reason for reason in under.target.stats()["fallbacks"])

@@ -126,7 +126,8 @@ class recording:
 
 
 def _patch() -> None:
-    for name, wrap in (("add_loss", _add_loss), ("_clear_losses", _clear_losses)):
+    for name, wrap in (("add_loss", _add_loss), ("_clear_losses", _clear_losses),
+                       ("_get_own_losses", _get_own_losses)):
         original = Layer.__dict__[name]
         _originals[name] = original
         setattr(Layer, name, functools.wraps(original)(wrap(original)))
@@ -217,3 +218,15 @@ def refusal(recorder: Recorder, plan, nested: list) -> str | None:
             return (f"`{first.strip()}` ({plan.where(line.lineno)}) reads `.losses` on the "
                     "host, and a layer called in the TF part adds losses (`add_loss`)")
     return None
+
+
+def _get_own_losses(original):
+    def get_own_losses(layer):
+        recorder = _recorder()
+        if _traced(recorder) and any(isinstance(t, tf.Tensor) and not hasattr(t, "graph")
+                                     or hasattr(t, "_gpe_pending") for t in layer._losses):
+            recorder.refused = (f"`.losses` of {type(layer).__name__} {layer.name!r} is read "
+                                "before the model call adds this call's (the TF part would "
+                                "keep the values of the call it was traced after)")
+        return original(layer)
+    return get_own_losses
