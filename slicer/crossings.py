@@ -321,6 +321,9 @@ class _Crossings:
         if isinstance(stmt, gast.If):
             self._to_host(sorted(header_reads), stmt)
             self._branches(stmt, carried)
+            # rebound by the host in a branch and sent to a segment there: that copy was
+            # the segment's own; after the `if` the TF part has it only if carried (34854)
+            self.s.on_tf -= host_writes - set(carried)
         else:
             if isinstance(stmt, gast.For):
                 self._to_host(sorted(header_reads), stmt)

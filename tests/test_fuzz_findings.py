@@ -634,3 +634,40 @@ def test_seed28520_a_host_loop_testing_a_variable_its_tf_work_changes_runs_eager
           host_ops_allowed=frozenset(
         {"AssignVariableOp", "ClipByValue", "Less", "ReadVariableOp", "Mean", "Abs",
          "AddV2", "AssignAddVariableOp"}))
+
+
+# seeds 34854 and 34421: a number the host rebinds in a branch, sent to the TF part there --
+# `if ...: n = n + n; s3 = tf.cast(n, tf.float32)` then `tf.cast(n, ...)` after the `if`:
+# the host sent the new n at the gate of the branch's TF segment, and counted the TF part
+# as having it after the `if`; but that copy was the segment's own (a parameter): after
+# the `if` the TF part read n from before the branch (eager 6.0, gpe 3.0). From the
+# 10,000-program run on c7cf304.
+def test_seed34854_a_number_rebound_in_a_branch_is_sent_again_after_it():
+    def make(log):
+        def main(x, n):
+            if 0 == 0:
+                n = n + n
+                s3 = tf.cast(n, tf.float32)
+            else:
+                raise ValueError(f"r{n}")
+            return (tf.cast(n, tf.float32), n, x)
+        return main, {}
+    check(make, [(X, 3), (X, 3), (X * 2.0, 3), (X, 2), (X, 2)], graph_calls=3)
+
+
+def test_seed34421_a_number_rebound_in_a_tensor_decided_branch():
+    def make(log):
+        def main(x, n, scale):
+            if x[1] > 0.5:
+                n = 1
+                tf.cast(n, tf.float32)
+            else:
+                x
+            t6 = x
+            x -= n
+            return [t6 > 0, scale, x]
+        return main, {}
+    up = tf.constant([0.19, 0.57, 1.25])
+    down = tf.constant([0.95, -1.33, -0.74])
+    check(make, [(up, 3, 0.5), (up, 3, 0.5), (up, 3, -0.5), (down, 3, -0.5), (up, 2, 0.5),
+                 (down, 3, -0.5)], graph_calls=4)
