@@ -320,10 +320,7 @@ class _Crossings:
                         and isinstance(n.ctx, gast.Load)}
         if isinstance(stmt, gast.If):
             self._to_host(sorted(header_reads), stmt)
-            self._branches(stmt, carried)
-            # rebound by the host in a branch and sent to a segment there: that copy was
-            # the segment's own; after the `if` the TF part has it only if carried (34854)
-            self.s.on_tf -= host_writes - set(carried)
+            self._branches(stmt, carried, host_writes)
         else:
             if isinstance(stmt, gast.For):
                 self._to_host(sorted(header_reads), stmt)
@@ -351,9 +348,11 @@ class _Crossings:
         self.s.host_work = True
         self.s.tf_since_check = self.s.tf_since_check or bool(tf_stmts)
 
-    def _branches(self, stmt: gast.If, carried: tuple[str, ...]) -> None:
+    def _branches(self, stmt: gast.If, carried: tuple[str, ...], host_writes: set) -> None:
         """The branches of a MIRROR `if`, each walked from the state before it; after it,
-        their states merged, with the carried values where the TF part left them."""
+        their states merged, with the carried values where the TF part left them. A name
+        the host rebinds in a branch and sends to a segment there: that copy was the
+        segment's own; after the `if` the TF part has it only if carried (seed 34854)."""
         before, ends = self.s.copy(), []
         for branch in (stmt.body, stmt.orelse):
             self.s = before.copy()
@@ -361,6 +360,7 @@ class _Crossings:
             self.block(branch)
             ends.append(self.s)
         self.s = _merge(ends)
+        self.s.on_tf -= host_writes - set(carried)
         for name in carried:
             self.s.side[name] = _TF
             self.s.on_tf.add(name)
