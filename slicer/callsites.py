@@ -56,10 +56,32 @@ def target(inf, node: gast.Call) -> tuple | None:
     else:
         return None
     if owner is None:
-        return (fn, node.args) if fn is not None else None
-    if inf.object_of(owner) is MISSING or not user_code(fn):
+        args = in_order(fn, node, 0) if fn is not None else None
+        return (fn, args) if args is not None else None
+    args = in_order(fn, node, 1)
+    if args is None or inf.object_of(owner) is MISSING or not user_code(fn):
         return None
-    return fn, [owner] + node.args
+    return fn, [owner] + args
+
+
+def in_order(fn, node: gast.Call, bound: int) -> list | None:
+    """The call's argument expressions in the order of `fn`'s parameters (after `bound`
+    ones its object fills): the positional ones, then keyword ones that fill the next
+    parameters (`loss(model, x, y, training=True)`, the TF guides' helpers); None where
+    a keyword leaves a parameter before it to its default, or names none."""
+    if not node.keywords:
+        return list(node.args)
+    if any(k.arg is None for k in node.keywords) or any(
+            isinstance(a, gast.Starred) for a in node.args):
+        return None
+    try:
+        params = list(inspect.signature(fn).parameters)[bound + len(node.args):]
+    except (TypeError, ValueError):
+        return None
+    given = {k.arg: k.value for k in node.keywords}
+    if set(given) != set(params[:len(given)]):
+        return None
+    return list(node.args) + [given[name] for name in params[:len(given)]]
 
 
 

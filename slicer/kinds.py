@@ -300,7 +300,7 @@ class _Inferer:
             self.expr(arg)
         for keyword in node.keywords:
             self.expr(keyword.value)
-        if fkind in (Kind.HOST, Kind.SLICED_FN) and not node.keywords:
+        if fkind in (Kind.HOST, Kind.SLICED_FN):
             callee_kind = self._callee(node)
             if callee_kind is not None:
                 anno.set(node, Key.CALLEE, True)

@@ -458,3 +458,55 @@ def test_a_helper_reading_its_arguments_static_shape_runs_in_the_graph():
                    "penalty's second-order gradient is summed in another order")
 def test_the_wgan_gp_critic_step_is_exact():
     check(critic_program(penalty=True), [(REAL,)] * 5)
+
+
+# The TF guide "Custom training: walkthrough": `loss(model, x, y, training)` and
+# `grad(model, inputs, targets)` whose tape calls `loss(model, inputs, targets,
+# training=True)`. A call with a keyword argument was never judged as a callee: the loss
+# ran on the host inside the tape, and every call of grad ran eagerly.
+def walkthrough_loss(model, x, y, training):
+    y_ = model(x, training=training)
+    return keras.losses.sparse_categorical_crossentropy(y, y_, from_logits=True)
+
+
+def scaled_loss_of(model, x, y, scale=1.0, shift=0.0):
+    return tf.reduce_mean(tf.square(model(x) - y)) * scale + shift
+
+
+@pytest.mark.parametrize("spelling", ["training=True", "scale and shift", "shift only"])
+def test_a_helper_called_with_keyword_arguments_runs_in_the_graph(spelling):
+    rng = np.random.default_rng(7)
+    x = tf.constant(rng.normal(size=(8, 4)).astype(np.float32))
+    y = tf.constant(rng.integers(0, 3, size=(8,)).astype(np.int32))
+
+    def make(log):
+        keras.utils.set_random_seed(3)
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
+                                  keras.layers.Dense(3)])
+
+        def grad(model, inputs, targets):
+            with tf.GradientTape() as tape:
+                loss_value = tf.reduce_mean(
+                    walkthrough_loss(model, inputs, targets, training=True))
+            return loss_value, tape.gradient(loss_value, model.trainable_variables)
+
+        def grad_scaled(model, inputs, targets):
+            with tf.GradientTape() as tape:
+                loss_value = scaled_loss_of(model, inputs, targets, scale=2.0, shift=0.5)
+            return loss_value, tape.gradient(loss_value, model.trainable_variables)
+
+        def grad_shifted(model, inputs, targets):  # `scale` left to its default before a
+            with tf.GradientTape() as tape:       # keyword: a host call
+                loss_value = scaled_loss_of(model, inputs, targets, shift=0.5)
+            return loss_value, tape.gradient(loss_value, model.trainable_variables)
+        grad = {"training=True": grad, "scale and shift": grad_scaled,
+                "shift only": grad_shifted}[spelling]
+        targets = y if spelling == "training=True" else tf.cast(y, tf.float32)[:, None]
+        calls = [(model, x * (1.0 + 0.1 * i), targets) for i in range(5)]
+        return grad, {f"w{i}": w for i, w in enumerate(model.weights)}, calls
+    if spelling == "shift only":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", gpe.GpeWarning)
+            check(make, None, graph_calls=0)
+    else:
+        check(make, None)

@@ -351,13 +351,13 @@ class _TraceRuntime:
             raise PartError("a number a callee branches on was not sent by the host")
         return Speculated(value, seen)
 
-    def call(self, fn, *args):
+    def call(self, fn, *args, **kwargs):
         """A sliced callee: a call of its own FunctionDef (traced once per part build); one
         given a number the host sends is traced here, inline (a FunctionDef's arguments
         are tensors: the number's Python conversions would be lost)."""
-        if any(isinstance(a, HostValue) for a in args):
-            return _plain(fn)(*args)
-        return self.random.call(self.callees, fn, _plain, args)
+        if any(isinstance(a, HostValue) for a in (*args, *kwargs.values())):
+            return _plain(fn)(*args, **kwargs)
+        return self.random.call(self.callees, fn, _plain, args, kwargs)
 
     @staticmethod
     def unrolled(fn, *args):

@@ -140,14 +140,14 @@ class Recorder:
             return fn(*args, **kwargs)
         return body
 
-    def call(self, cache: dict, fn, plain, args):
+    def call(self, cache: dict, fn, plain, args, kwargs=None):
         """Call sliced callee `fn` (a graph function per callee, in `cache`); one that made
         random ops is traced anew at its next call site: each site draws its own."""
         wrapped = cache.get(fn)
         if wrapped is None:
             wrapped = cache[fn] = tf.function(self.onward(plain(fn)), autograph=False)
         before = self.count
-        out = wrapped(*args)
+        out = wrapped(*args, **(kwargs or {}))
         if self.count != before:
             del cache[fn]
         return out
