@@ -17,7 +17,7 @@ from gpe.host.pending import Pending
 from gpe.tfprog.channels import ValueSpec, unflatten
 
 _WOKEN = (tf.errors.CancelledError, tf.errors.OutOfRangeError, RuntimeError)
-_PY_TYPES = {"bool": bool, "int": int, "float": float}
+_PY_TYPES = {"bool": bool, "int": int, "float": float, "NoneType": lambda _: None}
 MAX_UNREAD = 256  # well past how far the host can run ahead (the entry queues hold 64)
 
 

@@ -18,12 +18,12 @@ import gast
 
 from gpe.slicer import anno, callsites, fnargs, nodes
 from gpe.slicer.anno import Key
-from gpe.slicer.facts import (CONSTANT_BUILTINS, MATERIALIZE_METHODS,
-                              META_ATTRIBUTES, STRUCTURAL_BUILTINS, TF_KINDS,
-                              VARIABLE_EFFECT_METHODS, Facts, Kind)
+from gpe.slicer.facts import (CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES,
+                              STRUCTURAL_BUILTINS, TF_KINDS, Facts, Kind)
 from gpe.slicer.chains import (CAPTURABLE as _CAPTURABLE, bound_names, chain_root,
                                 chain_value, dotted, is_range, is_static, mutated_roots, own_data,
                                 stable, static_value, stored_names, user_code)
+from gpe.slicer.hoist import tf_evaluable
 from gpe.slicer.parser import MISSING, Parsed
 
 _STATIC_META = frozenset({"shape", "dtype", "ndim"})
@@ -414,6 +414,16 @@ class _Inferer:
             return Kind.TF_OBJECT  # list(weights.values()) + list(biases.values())
         return self._join(kinds)
 
+    def _IfExp(self, node: gast.IfExp) -> Kind:
+        """`a if test else b` on a test fixed for the call (a folded number, a TF object's
+        truthiness: `tf.add_n(m.losses) if m.losses else 0.0`): either side's kind, as
+        the TF part evaluates the test when traced; else host work."""
+        test = self.expr(node.test)
+        kinds = [self.expr(node.body), self.expr(node.orelse)]
+        fixed = test == Kind.TF_OBJECT and tf_evaluable(node.test) or \
+            test in _PLAIN and self._constant(node.test)
+        return self._join(kinds) if fixed else Kind.HOST
+
     def _UnaryOp(self, node: gast.UnaryOp) -> Kind:
         kind = self.expr(node.operand)
         if isinstance(node.op, gast.Not):
@@ -488,13 +498,3 @@ class _Inferer:
 
 
 _is_static = is_static
-
-
-def effect_call(node: gast.AST) -> bool:
-    """True for a call that writes TF state: `v.assign*(...)` or a stateful TF op."""
-    if not isinstance(node, gast.Call):
-        return False
-    func = node.func
-    if isinstance(func, gast.Attribute) and func.attr in VARIABLE_EFFECT_METHODS:
-        return anno.get(func.value, Key.KIND) == Kind.VARIABLE
-    return anno.get(func, Key.KIND) == Kind.TF_EFFECT_OP

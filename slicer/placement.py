@@ -16,9 +16,9 @@ import gast
 from gpe.slicer import anno, nodes
 from gpe.slicer.anno import Key
 from gpe.slicer.errors import Refusal
-from gpe.slicer.facts import CONSTANT_BUILTINS, TF_CALLABLES, TF_KINDS, Facts, Kind
+from gpe.slicer.facts import (CONSTANT_BUILTINS, TF_CALLABLES, TF_KINDS,
+                              VARIABLE_EFFECT_METHODS, Facts, Kind)
 from gpe.slicer.hoist import is_tf_statement, is_tf_with, tf_evaluable
-from gpe.slicer.kinds import effect_call
 from gpe.slicer.parser import Parsed
 
 
@@ -429,3 +429,13 @@ def _host_reason(stmt: gast.stmt) -> tuple[bool, str]:
     if calls:
         return False, "calls " + ", ".join(calls)
     return False, "Python work"
+
+
+def effect_call(node: gast.AST) -> bool:
+    """True for a call that writes TF state: `v.assign*(...)` or a stateful TF op."""
+    if not isinstance(node, gast.Call):
+        return False
+    func = node.func
+    if isinstance(func, gast.Attribute) and func.attr in VARIABLE_EFFECT_METHODS:
+        return anno.get(func.value, Key.KIND) == Kind.VARIABLE
+    return anno.get(func, Key.KIND) == Kind.TF_EFFECT_OP

@@ -144,3 +144,23 @@ def test_a_plain_helper_with_host_work_is_sliced_and_run_nested():
     under = check(make, [(X,)] * 6, graph_calls=3, profile_calls=3)
     assert "sliced too: its TF part runs inside this one's" in gpe.explain(
         under.target, file=io.StringIO())
+
+
+def test_a_callee_that_returns_nothing_gives_none_back():
+    """`s = bump(n, 1)` where bump only writes a variable: the TF part's call returns
+    None, which crossed to the host as a value and failed ("None values not supported"):
+    every call ran eagerly. None crosses as a placeholder and comes back None."""
+    counter = tf.Variable(0)
+
+    def bump(a, k):
+        counter.assign_add(a + k)
+
+    def make(log):
+        counter.assign(0)
+
+        def main(x, n):
+            s = bump(n, 1)
+            s2 = bump(n, k=2)
+            return s, s2, counter + 0, x * 2.0
+        return main, {"v": counter}
+    check(make, [(tf.constant([0.5, -1.0]), 1)] * 5)

@@ -224,3 +224,21 @@ def test_a_tuple_of_tensors_argument_crosses_as_a_structure():
     under = check(make, calls)
     plan = under.target.last_plan
     assert [c.names for c in plan.channels if c.kind.name == "ENTRY"] == [("pair", "weights")]
+
+
+def test_conditional_expressions_on_a_folded_flag_run_in_the_graph_and_others_on_the_host():
+    """`0.5 if training else 1.0` and `tf.reduce_sum(x * rate) if training else ...` inside a
+    tape: the flag is folded (the call key guards it), so the TF part evaluates the
+    expression when traced; on a tensor's value it stays host work, eagerly."""
+    def make(log):
+        def step(x, training):
+            rate = 0.5 if training else 1.0
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = tf.reduce_sum(x * rate) if training else tf.reduce_sum(x)
+            z = x * 2.0 if float(tf.reduce_sum(x)) > 0.0 else -x
+            return y, tape.gradient(y, x), rate, z
+        return step, {}
+    x = tf.constant([0.5, -0.25, 1.0])
+    check(make, [(x, True), (x, True), (-x * 4.0, True), (x, False), (x, False)],
+          graph_calls=3, host_ops_allowed=frozenset({"Sum", "Mul", "Neg"}))

@@ -254,7 +254,7 @@ def test_seed1243_name_rebound_from_itself_in_an_unrolled_loop_inside_a_tensor_w
 V_NESTED = tf.Variable(0)
 
 
-def _bump(a, k=2):
+def _bump(a, j=0, k=2):  # (`k=` past `j`: a call gpe runs nested, not a callee's in the TF part)
     V_NESTED.assign_add(1)
 
 

@@ -3,6 +3,7 @@ layer or model class whose `call` is all TF work; one with Python side effects i
 or reading a Python number from the object, stays on the host."""
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import gpe
@@ -399,3 +400,29 @@ def test_activity_regularized_model_stays_eager_and_its_losses_stay_readable():
             return loss
         return train_step, weights(model, opt)
     check(make, [(X, Y)] * 5, graph_calls=0)
+
+
+@pytest.mark.parametrize("regularized", [True, False])
+def test_regularisation_losses_in_a_conditional_expression_run_in_the_graph(regularized):
+    """`reg = tf.add_n(model.losses) if model.losses else 0.0` inside the tape: a
+    conditional expression was host work (every call eager: "a tensor made by host code
+    inside a `with` block"); its test, a TF object's truthiness, is fixed for the call as
+    an `if` statement's is."""
+    def make(log):
+        keras.utils.set_random_seed(2)
+        reg = keras.regularizers.l2(0.01) if regularized else None
+        model = keras.Sequential([keras.layers.Dense(4, kernel_regularizer=reg),
+                                  keras.layers.Dense(1)])
+        model(X)
+        opt = keras.optimizers.SGD(0.05)
+
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y))
+                reg_loss = tf.add_n(model.losses) if model.losses else 0.0
+                loss = loss + reg_loss
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        return step, weights(model, opt)
+    check(make, [(X, Y)] * 4)

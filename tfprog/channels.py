@@ -58,6 +58,11 @@ def spec_of(value) -> ValueSpec:
     raise Unsendable(f"a {type(value).__name__} value cannot cross into the TF part")
 
 
+# TF -> host: a None the TF part computed (a callee that returns nothing, `s = bump(v)`):
+# a placeholder bool crosses, the host gets None back (host/channel.py)
+NONE_SPEC = ValueSpec(tf.bool, (), True, tf.bool, "NoneType")
+
+
 def python_spec(py_type: type) -> ValueSpec:
     """The spec of a Python bool, int or float sent by the host."""
     return ValueSpec(_PY_WIRE[py_type], (), True, _PY_DEFAULT[py_type], py_type.__name__)

@@ -21,7 +21,7 @@ from tensorflow.python.ops import gen_data_flow_ops
 
 from gpe.slicer import recursion
 from gpe.slicer.plan import ChannelKind, SlicePlan
-from gpe.tfprog.channels import ValueSpec, flatten, unflatten
+from gpe.tfprog.channels import NONE_SPEC, ValueSpec, flatten, unflatten
 from gpe.tfprog.exact import exact_arithmetic
 from gpe.tfprog.hostvalue import HostValue, Speculated, python_leaf_spec
 from gpe.tfprog import asserts, losses, randomness
@@ -304,9 +304,10 @@ class _TraceRuntime:
         layout, leaves = flatten(value)
         tensors, specs = [], []
         for leaf in leaves:
-            spec = python_leaf_spec(leaf)
+            spec = python_leaf_spec(leaf) if leaf is not None else NONE_SPEC
             try:
                 tensor = (tf.convert_to_tensor(leaf) if spec is None else
+                          tf.constant(False) if leaf is None else
                           tf.cast(leaf._tensor, spec.dtype) if isinstance(leaf, HostValue)
                           else tf.constant(leaf, spec.dtype))
             except (TypeError, ValueError) as exc:
