@@ -73,6 +73,8 @@ def _tf_operation(node: gast.expr) -> bool:
         return True
     if isinstance(node, (gast.ListComp, gast.GeneratorExp)):  # unrolled (see kinds)
         return kind == Kind.TF_OBJECT
+    if isinstance(node, gast.IfExp):  # on a test fixed for the call (see kinds)
+        return kind in TF_KINDS and all(tf_evaluable(c) for c in _operands(node))
     if isinstance(node, gast.Attribute):
         base = anno.get(node.value, Key.KIND)
         if anno.has(node, Key.PATH):
@@ -266,8 +268,10 @@ class _Hoister(gast.NodeTransformer):
     def visit(self, node: gast.AST) -> gast.AST:
         if not isinstance(node, gast.expr):
             return self.generic_visit(node) if isinstance(node, gast.keyword) else node
-        if isinstance(node, _CONDITIONAL):
-            return node
+        if isinstance(node, gast.IfExp) and self.to_host and not _tf_operation(node):
+            return self._hoist(node)  # whole: the host decides which side it evaluates
+        if isinstance(node, _CONDITIONAL):  # nothing inside moves out (a side the test
+            return node                     # skips, an element of each iteration)
         if isinstance(node, gast.Call):
             return self.visit_Call(node)
         if self._hoistable(node):

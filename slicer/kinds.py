@@ -228,7 +228,8 @@ class _Inferer:
         for extra in node.generators[1:]:
             self.expr(extra.iter)
         self.env, self.constants = env, constants  # the comprehension's own scope
-        return Kind.TF_OBJECT if counting and kind in TF_KINDS else Kind.HOST
+        tf_elements = kind in TF_KINDS and tf_evaluable(node.elt)  # (not `a if int(t) ...`)
+        return Kind.TF_OBJECT if counting and tf_elements else Kind.HOST
 
     _GeneratorExp = _ListComp  # `sum(f(w) for w in weights)`: unrolled as the list is
 
@@ -416,8 +417,7 @@ class _Inferer:
 
     def _IfExp(self, node: gast.IfExp) -> Kind:
         """`a if test else b` on a test fixed for the call (a folded number, a TF object's
-        truthiness: `tf.add_n(m.losses) if m.losses else 0.0`): either side's kind, as
-        the TF part evaluates the test when traced; else host work."""
+        truthiness: `tf.add_n(m.losses) if m.losses else 0.0`) as its sides; else host."""
         test = self.expr(node.test)
         kinds = [self.expr(node.body), self.expr(node.orelse)]
         fixed = test == Kind.TF_OBJECT and tf_evaluable(node.test) or \

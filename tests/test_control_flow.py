@@ -242,3 +242,25 @@ def test_conditional_expressions_on_a_folded_flag_run_in_the_graph_and_others_on
     x = tf.constant([0.5, -0.25, 1.0])
     check(make, [(x, True), (x, True), (-x * 4.0, True), (x, False), (x, False)],
           graph_calls=3, host_ops_allowed=frozenset({"Sum", "Mul", "Neg"}))
+
+
+def test_a_conditional_expression_on_a_tensors_value_inside_tf_work_is_host_work():
+    """Found by the fuzzer once it wrote conditional expressions: `v.assign_add(tf.fill(
+    [3], a if int(t) > 1 else b))` and `[(a if int(t) % 2 == 0 else b) * 1.5 for q in
+    range(n)]` were TF statements with the `int(t)` inside (every call eager: "tracing the
+    TF part failed"). The expression is computed on the host and sent; the comprehension
+    is a host list."""
+    def make(log):
+        v = tf.Variable(tf.zeros([3]))
+
+        def main(x, n):
+            v.assign_add(tf.fill([3], tf.reduce_sum(x) if int(
+                tf.reduce_sum(tf.cast(x > 0, tf.int32))) > 1 else tf.reduce_sum(v)))
+            parts = [(x[0] if int(tf.argmax(x)) % 2 == 0 else x[1]) * 1.5 +
+                     tf.cast(q, tf.float32) for q in range(n)]
+            return parts, v * 2.0
+        return main, {"v": v}
+    x = tf.constant([0.5, 1.0, -1.0])
+    check(make, [(x, 2), (x, 2), (-x, 2), (x * 3.0, 2)],
+          host_ops_allowed=frozenset({"Sum", "Cast", "Greater", "ArgMax", "StridedSlice",
+                                      "Mul", "AddV2", "ReadVariableOp"}))

@@ -236,7 +236,11 @@ class Gen:
             opts += ["dct"]
         if s.of(FLT):
             opts += ["fltmul"]
+        if d < 2 and self.chance(0.08):
+            opts = ["ifexp"]  # `a if test else b` (a folded flag's test: the TF part's)
         c = self.pick(opts)
+        if c == "ifexp":
+            return f"({self.sc(s, d + 1)} if {self.hostbool(s)} else {self.sc(s, d + 1)})"
         if c == "red":
             fn = self.pick(["reduce_sum", "reduce_mean", "reduce_max", "reduce_min"])
             return f"tf.{fn}({self.vec(s, d + 1)})"
