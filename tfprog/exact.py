@@ -25,6 +25,7 @@ import threading
 import tensorflow as tf
 
 from tensorflow.core.protobuf import rewriter_config_pb2
+from tensorflow.python.distribute import mirrored_run
 from tensorflow.python.eager import context
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import gen_array_ops, gen_math_ops, gen_nn_ops
@@ -68,11 +69,29 @@ def exact_arithmetic():
     _install_unmerged_bias_grad()
     depth = getattr(_tracing, "depth", 0)
     _tracing.depth = depth + 1
+    _tracers[threading.get_ident()] = _tracers.get(threading.get_ident(), 0) + 1
     try:
         yield
     finally:
         _tracing.depth = depth
+        _tracers[threading.get_ident()] -= 1
+        if not _tracers[threading.get_ident()]:
+            del _tracers[threading.get_ident()]
         ctx.function_call_options = previous
+
+
+_tracers: dict[int, int] = {}  # threads inside exact_arithmetic -> depth
+
+
+def _exact_here() -> bool:
+    """This thread traces with eager's arithmetic: inside exact_arithmetic, or a replica
+    thread of a MirroredStrategy whose `strategy.run` a part being traced holds (it builds
+    the replica's ops into the part's graph: tfprog/replica_part.py; a per-replica step
+    whose Conv2D bias gradient oneDNN merged was an ulp off from the first steps)."""
+    if getattr(_tracing, "depth", 0):
+        return True
+    return bool(_tracers) and isinstance(threading.current_thread(),
+                                         mirrored_run._MirroredReplicaThread)  # noqa: SLF001
 
 
 _original_add_n = None
@@ -90,7 +109,7 @@ def _install_ordered_add_n() -> None:
     _original_add_n = gen_math_ops.add_n
 
     def add_n(inputs, name=None):
-        if getattr(_tracing, "depth", 0) == 0 or context.executing_eagerly() or \
+        if not _exact_here() or context.executing_eagerly() or \
                 len(inputs) < 2 or not all(isinstance(t, tf.Tensor) for t in inputs) or \
                 not all(t.dtype.is_floating or t.dtype.is_integer or t.dtype.is_complex
                         for t in inputs):  # a variant (an RNN's gradient lists) has no AddV2
@@ -133,7 +152,7 @@ def _install_unmerged_bias_grad() -> None:
     _original_bias_add_grad = entry["type"]
 
     def bias_add_grad(op, received_grad):
-        if getattr(_tracing, "depth", 0) == 0 or context.executing_eagerly() or \
+        if not _exact_here() or context.executing_eagerly() or \
                 not isinstance(received_grad, tf.Tensor) or received_grad.dtype != tf.float32:
             return _original_bias_add_grad(op, received_grad)
         try:
