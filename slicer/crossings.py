@@ -115,7 +115,7 @@ class _Crossings:
         anno.set(self.parsed.node, Key.ENTRY, tuple(self.entry))
 
     def block(self, stmts: list[gast.stmt]) -> None:
-        for stmt in flat_statements(stmts):
+        for stmt in stmts:
             place = anno.get(stmt, Key.PLACE)
             if anno.get(stmt, Key.MIRROR):
                 self._mirror(stmt)
@@ -125,7 +125,21 @@ class _Crossings:
                 self._host(stmt)
             else:
                 self._define(stmt, _BOTH)
+            if is_tf_with(stmt):
+                self.block(stmt.body)
+                self._left_with(stmt)
 
+    def _left_with(self, stmt: gast.With) -> None:
+        """After a TF `with` block: a value sent at a gate inside it was the gate's segment's
+        own (a parameter); only what the block's TF statements bound comes out of it, so a
+        name sent there and not rebound by TF work is sent again where TF work after the
+        block reads it (seed 49904: after the tape's block the TF part read the folded
+        argument `n`, not the host's new value sent inside)."""
+        inside = [c for c in nodes.walk(stmt) if isinstance(c, gast.stmt) and c is not stmt]
+        sent = {n for c in inside for n in anno.get(c, Key.GATE, ())}
+        self.s.on_tf -= {n for n in sent if self.s.side.get(n) != _TF}
+        if self.s.gate is not None and any(self.s.gate[0] is c for c in inside):
+            self.s.host_work = True  # later values cannot go with that gate: a new one
     def _tf(self, stmt: gast.stmt) -> None:
         s = self.s
         # a name the statement binds on some paths only keeps its value from before on the
@@ -261,8 +275,12 @@ class _Crossings:
         for name in names:
             if name in s.on_host:
                 continue
+            # a statement the TF part follows defines it only as a value it carries out (a
+            # name the host rebinds inside is the host's: seed 41876, `COUNT += 1` in a
+            # tensor `while`, got the TF part's trace-time COUNT back after the loop)
             definers = [d for d in s.defs.get(name, ()) if d is not None and (
-                anno.get(d, Key.PLACE) == Place.TF or anno.get(d, Key.MIRROR))]
+                anno.get(d, Key.PLACE) == Place.TF or anno.get(d, Key.MIRROR)
+                and name in anno.get(d, Key.CARRIED, ()))]
             for definer in definers:
                 if isinstance(definer, gast.For) and _bound_by_loop(definer, name):
                     what = spell(name, temporaries(self.parsed.node))

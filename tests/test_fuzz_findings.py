@@ -671,3 +671,56 @@ def test_seed34421_a_number_rebound_in_a_tensor_decided_branch():
     down = tf.constant([0.95, -1.33, -0.74])
     check(make, [(up, 3, 0.5), (up, 3, 0.5), (up, 3, -0.5), (down, 3, -0.5), (up, 2, 0.5),
                  (down, 3, -0.5)], graph_calls=4)
+
+
+# seeds 41876 and 49904 (the 10,000-program run on 824beeb: 2 in 10,000) --------------------
+# 41876: `COUNT += 1` (a global) inside a tensor `while` in a branch, read by the host after
+# the `if`: the loop was taken as a definer of COUNT (the host's own), so the TF part sent
+# its trace-time COUNT back after the loop and the host's count was overwritten (eager 2,
+# gpe 0). 49904: `n` (the host's new value) sent at a gate inside a tape's `with` block, read
+# by TF work after the block: the TF part read the folded argument n there (eager 2.0,
+# gpe 1.0): a value sent inside the block is the gate's segment's own.
+COUNT_41876 = 0
+V_S_49904 = tf.Variable(0.25)
+V_W_49904 = tf.Variable(0.0)
+
+
+def test_seed41876_a_host_counter_in_a_tensor_while_is_the_hosts_after_it():
+    def make(log):
+        global COUNT_41876
+        COUNT_41876 = 0
+
+        def main(x, n):
+            global COUNT_41876
+            if x[1] > 0:
+                "p1"
+            else:
+                w1 = x[0]
+                while w1 < 2.0:
+                    w1 = w1 + 1.0
+                    COUNT_41876 += 1
+            COUNT_41876 = COUNT_41876
+            log.append(COUNT_41876)
+            return n
+        return main, {}
+    down = tf.constant([0.1, -0.5, 0.3])
+    check(make, [(down, 1), (down, 1), (down * 2.0, 1), (-down, 1), (down, 1)])
+
+
+def test_seed49904_a_value_sent_inside_a_tape_block_is_sent_again_after_it():
+    def make(log):
+        V_S_49904.assign(0.25)
+        V_W_49904.assign(0.0)
+
+        def main(x, n):
+            g1 = lambda u: u + 1.0  # noqa: E731
+            s2 = g1(V_S_49904)
+            n = n + (s2.numpy() > 0)
+            while V_W_49904 < 3.0:
+                V_W_49904.assign_add(1.0)
+            with tf.GradientTape():
+                loss5 = X - s2
+            return tf.cast(n, tf.float32), n, loss5
+        return main, {"s": V_S_49904, "w": V_W_49904}
+    check(make, [(X, 1), (X, 1), (-X, 1), (X, 1)],  # (the lambda's add runs on the host)
+          host_ops_allowed=frozenset({"ReadVariableOp", "AddV2"}))
