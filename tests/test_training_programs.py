@@ -492,11 +492,12 @@ class ActivityRegularization(keras.layers.Layer):
         return inputs
 
 
-def test_a_layer_that_calls_add_loss_falls_back_naming_the_users_line():
-    """`self.add_loss(...)` in a layer's `call` keeps the loss in a Python list on the layer
-    (`model.losses` reads it after the call, eagerly a concrete tensor): the model's call is
-    host work, and the tensor it makes inside the tape cannot reach the TF part's tape. It
-    runs eagerly; the reason names the user's line in the step and the `add_loss` line."""
+def test_a_layer_reading_a_python_number_falls_back_naming_the_users_line():
+    """`self.add_loss(self.rate * ...)` in a layer's `call`: `add_loss` itself runs in the
+    TF part now (tests/test_keras_losses.py), but `self.rate`, a Python number read from the
+    layer, would be frozen if traced: the model's call is host work, and the tensor it makes
+    inside the tape cannot reach the TF part's tape. It runs eagerly; the reason names the
+    user's line in the step and the layer's line."""
     def make(log):
         keras.utils.set_random_seed(0)
         inputs = keras.Input((6,))
@@ -518,8 +519,9 @@ def test_a_layer_that_calls_add_loss_falls_back_naming_the_users_line():
         warnings.simplefilter("ignore", gpe.GpeWarning)
         run = check(make, None, graph_calls=0)
     reasons = " ".join(run.target.stats()["fallbacks"])
-    where = f"test_training_programs.py:{ActivityRegularization.call.__code__.co_firstlineno + 1}"
-    assert "`logits`" in reasons and "add_loss" in reasons and where in reasons, reasons
+    where = f"test_training_programs.py:{ActivityRegularization.call.__code__.co_firstlineno}"
+    assert "`logits`" in reasons and "a Python number from the layer" in reasons and \
+        where in reasons, reasons
 
 
 SUBCLASSED_SCRIPT = """
