@@ -25,7 +25,7 @@ import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
 from gpe.host import fence, graph_error, opcount, pending
-from gpe.host.sinks import Group, group_for_new_part
+from gpe.host.sinks import Group, Instantiator, group_for_new_part
 from gpe.host.channel import HostChannel
 from gpe.host.interrupt import Interruptible
 from gpe.host.watchdog import Watchdog
@@ -66,6 +66,7 @@ class Session:
         self.forked = False  # in a forked child: no sliced calls (see after_fork_in_child)
         self.blocking = Interruptible()  # the main thread's steps and waits (Ctrl-C)
         self.watchdog = Watchdog(self)
+        self.instantiator = Instantiator()
         if self.watchdog.listens_for_signals:
             self.blocking.install_handler()
         fence.install(self)
@@ -186,8 +187,9 @@ class Session:
         group.stopped = False
         self.sink_started, self.sink_ready = time.perf_counter(), float("inf")
         self._ready_after = self.sent + 1
+        prepared = self.instantiator.prepare(sink)
         group.thread = threading.Thread(target=self._run,
-                                        args=(sink, previous, pins, self.generation),
+                                        args=(sink, previous, prepared, pins, self.generation),
                                         name=f"gpe-sink-{group.number}", daemon=True)
         group.thread.start()
 
@@ -196,11 +198,13 @@ class Session:
         instantiating it on its thread competes for the CPU; a call waits for it)."""
         return self.sink_started >= since or self.sink_ready > since
 
-    def _run(self, sink, previous: threading.Thread | None, pins: list,
-             generation: int) -> None:
+    def _run(self, sink, previous: threading.Thread | None, prepared: threading.Event | None,
+             pins: list, generation: int) -> None:
         use_exact_arithmetic_on_this_thread()
         _sink_thread.inside = True  # it runs the calls: it never waits for them
         try:
+            if prepared is not None:  # instantiated on the session's instantiating thread
+                prepared.wait()
             if previous is not None:
                 previous.join()
             if not self.failed:

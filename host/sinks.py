@@ -17,13 +17,27 @@ A part's number (`Registration.index`) is its group's number times GROUP_SIZE pl
 slot in the group. A new part goes to the group of the last call if it has a free slot,
 else to the first group with one (a slot is free when the function that owned it is gone;
 the group's sink is rebuilt without it then).
+
+Every new sink is instantiated on one thread, the session's `Instantiator`, before its
+own thread runs it. TensorFlow's oneDNN graph pass (MklLayoutRewritePass, run whenever a
+function is instantiated) asks the kernel registry about each node's op through a cache
+kept per thread (mkl_op_registry::IsMklOp); on a new thread every question scans the whole
+registry. Instantiated on the sink's own new thread, as before, that scan was a third of
+the CPU time of a bundle's first sliced call and was paid again by every later sink; on
+the one instantiating thread a later sink finds its ops' answers there.
 """
 from __future__ import annotations
 
+import logging
 import os
+import queue
 import threading
 
 import tensorflow as tf
+
+from gpe.tfprog.exact import use_exact_arithmetic_on_this_thread
+
+log = logging.getLogger("gpe")
 
 
 def _group_size() -> int:
@@ -75,3 +89,42 @@ def group_for_new_part(groups: list[Group], last: int) -> Group:
 def locate(index: int) -> tuple[int, int]:
     """(group number, slot in its sink) of part number `index`."""
     return divmod(index, GROUP_SIZE)
+
+
+class Instantiator:
+    """The thread on which TensorFlow instantiates the session's sinks (see above), one
+    after another, as they are made."""
+
+    def __init__(self):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def prepare(self, sink) -> threading.Event | None:
+        """Instantiate `sink` on the instantiating thread; returns an event set once done
+        (None for a sink that cannot be run without its control queue: a traced one)."""
+        if not hasattr(sink, "prepare"):
+            return None
+        done = threading.Event()
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():  # (new, or after a fork)
+                self._thread = threading.Thread(target=self._run, name="gpe-instantiator",
+                                                daemon=True)
+                self._thread.start()
+            self._jobs.put((sink, done))
+        return done
+
+    def _run(self) -> None:
+        # the sink's thread's call options: they are part of TensorFlow's kernel cache key
+        use_exact_arithmetic_on_this_thread()
+        stop = None
+        while True:
+            sink, done = self._jobs.get()
+            try:
+                if stop is None:
+                    stop = tf.queue.FIFOQueue(-1, [tf.int32])  # as a group's control queue
+                sink.prepare(stop)
+            except Exception as exc:  # noqa: BLE001 (its own run raises it where it is seen)
+                log.debug("instantiating a sink failed: %s", exc)
+            finally:
+                done.set()

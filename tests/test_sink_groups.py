@@ -4,6 +4,8 @@ and the functions each new sink reaches, which TensorFlow copies and looks into 
 instantiates the sink), and calls alternating between groups keep eager's order."""
 from __future__ import annotations
 
+import threading
+
 import pytest
 import tensorflow as tf
 
@@ -90,3 +92,37 @@ def test_calls_alternating_between_groups_keep_eager_order():
     expected = [float((double if i % 3 else count)(X)) for i in range(12)]
     assert got == expected
     assert a.stats()["graph_calls"] == 1 + 8 and b.stats()["graph_calls"] == 1 + 4
+
+
+@pytest.mark.timeout(300)
+def test_each_new_sink_is_instantiated_on_the_one_instantiating_thread_first(monkeypatch):
+    """TensorFlow's oneDNN pass keeps its kernel-registry answers per thread (host/sinks.py):
+    each new sink is instantiated on the session's one instantiating thread, running no
+    call there (its control queue is left to it), before its own thread runs the calls."""
+    seen = []  # (what, sink, thread name), in order
+    prepare, run = sink_module.Sink.prepare, sink_module.Sink.__call__
+
+    def recorded_prepare(self, stop):
+        seen.append(("prepare", self.names[-1], threading.current_thread().name))
+        return prepare(self, stop)
+
+    def recorded_run(self):
+        seen.append(("run", self.names[-1], threading.current_thread().name))
+        return run(self)
+    monkeypatch.setattr(sink_module.Sink, "prepare", recorded_prepare)
+    monkeypatch.setattr(sink_module.Sink, "__call__", recorded_run)
+    functions = [gpe.function(make(100 + i), profile_calls=1, adaptive=False)
+                 for i in range(3)]
+    for i, sliced in enumerate(functions):
+        sliced(X, W)  # profiled
+        for _ in range(2):  # the second call is sent to a sink that has run one already
+            assert float(sliced(X, W)) == pytest.approx(float(make(100 + i)(X, W)), rel=1e-6)
+        assert sliced.stats()["graph_calls"] == 2
+    runs = [(name, thread) for what, name, thread in seen if what == "run"]
+    prepared = [name for what, name, thread in seen if what == "prepare"]
+    assert len(runs) >= 3 and len(prepared) == len(set(prepared))
+    assert {thread for what, _, thread in seen if what == "prepare"} == {"gpe-instantiator"}
+    for name, thread in runs:
+        assert thread != "gpe-instantiator"
+        assert seen.index(("prepare", name, "gpe-instantiator")) < \
+            seen.index(("run", name, thread)), seen
