@@ -59,11 +59,11 @@ def tiny(x, y):
 
 
 def deleted(x, y):
-    """`del` is not sliced: the whole function runs eagerly."""
-    s = tf.reduce_sum(x * y)
-    t = s
-    del t
-    return s * 2.0
+    """`del` of an item is not sliced: the whole function runs eagerly (a `del` of a local
+    never used after it is dropped, and that function is sliced)."""
+    parts = {"s": tf.reduce_sum(x * y), "t": x}
+    del parts["t"]
+    return parts["s"] * 2.0
 
 
 def _per_call(fn, args, calls: int, tape: bool) -> float:
