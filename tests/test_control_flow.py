@@ -264,3 +264,17 @@ def test_a_conditional_expression_on_a_tensors_value_inside_tf_work_is_host_work
     check(make, [(x, 2), (x, 2), (-x, 2), (x * 3.0, 2)],
           host_ops_allowed=frozenset({"Sum", "Cast", "Greater", "ArgMax", "StridedSlice",
                                       "Mul", "AddV2", "ReadVariableOp"}))
+
+
+def test_an_empty_list_the_tf_part_returns_crosses():
+    """A list comprehension over a range this call's argument makes empty (`range(n)`, n
+    fixed for the call at 0) returns []: it crosses as one None the host does not read (a
+    queue needs a component). Before, tracing failed (QueueEnqueueV2 with no components)
+    and the function ran eagerly; the calls with n = 2 slice as before."""
+    def make(log):
+        def outputs(x, n):
+            outs = [x * float(q) for q in range(n)]
+            return outs, tf.reduce_sum(x)
+        return outputs, {}
+    check(make, [(X, 0)] * 4)
+    check(make, [(X, 2)] * 4)

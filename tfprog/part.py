@@ -315,6 +315,8 @@ class _TraceRuntime:
             tensors.append(tensor)
             specs.append(spec or ValueSpec(tensor.dtype, tuple(tensor.shape.as_list())
                                            if tensor.shape.rank is not None else None))
+        if not tensors:  # nothing to send (an empty list): a queue needs one component,
+            tensors, specs = [tf.constant(False)], [NONE_SPEC]  # so a None goes, unread
         self.specs[index] = specs
         self.layouts[index] = [layout]
         gen_data_flow_ops.queue_enqueue_v2(queues[index], tensors)
