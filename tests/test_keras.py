@@ -426,3 +426,39 @@ def test_regularisation_losses_in_a_conditional_expression_run_in_the_graph(regu
             return loss
         return step, weights(model, opt)
     check(make, [(X, Y)] * 4)
+
+
+class TextModel(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.embedding = keras.layers.Embedding(10, 4)
+        self.pool = keras.layers.GlobalAveragePooling1D()
+        self.out = keras.layers.Dense(1)
+
+    def call(self, ids):
+        return self.out(self.pool(self.embedding(ids)))
+
+
+def test_an_embedding_fed_a_numpy_array_of_ids_runs_in_the_graph():
+    """Token ids as a NumPy int array (as a text pipeline often makes them) reach the
+    Embedding in the TF part as the host's value, which Keras's `take` compares
+    (`tf.where(i < 0, ...)`) before converting it: the comparison is TF's, on the value
+    converted as eager converts it. Before, it raised TypeError ('<' not supported) while
+    tracing and every step ran eagerly."""
+    ids = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.int32)
+    labels = tf.constant([[1.0], [0.0]])
+
+    def make(log):
+        keras.utils.set_random_seed(3)
+        model = TextModel()  # (a Sequential's input layer converts the ids first)
+        model(ids)
+        opt = keras.optimizers.SGD(0.1)
+
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        return train_step, weights(model, opt)
+    check(make, [(ids, labels)] * 5)

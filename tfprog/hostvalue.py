@@ -131,6 +131,29 @@ for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
     setattr(HostValue, f"__r{_name}__", _reflected)
 
 
+def _ordering(op):
+    """`<`, `<=`, `>`, `>=`. Between two Python numbers: a Python bool, compared exactly
+    (two ints as int64, else as float64), still a value the host sent (it cannot decide
+    Python control flow here: __bool__). Else TF's comparison of the value converted as
+    eager converts it: a NumPy array of indices that a Keras op compares (`take`'s
+    `tf.where(i < 0, ...)` in an Embedding) gives the bools NumPy would."""
+    def compare(self, other):
+        if _python_type(self) and _python_type(other):
+            exact = tf.int64 if int in (_python_type(self), _python_type(other)) and \
+                float not in (_python_type(self), _python_type(other)) else tf.float64
+
+            def wire(v):
+                return tf.cast(v._tensor, exact) if isinstance(v, HostValue) else \
+                    tf.constant(v, exact)
+            return HostValue(op(wire(self), wire(other)), python_spec(bool))
+        return op(self._like(other), other)
+    return compare
+
+
+for _name in ("lt", "le", "gt", "ge"):  # (not == and !=: HostValues stay hashable)
+    setattr(HostValue, f"__{_name}__", _ordering(getattr(operator, _name)))
+
+
 def python_leaf_spec(leaf) -> ValueSpec | None:
     """The Python spec of a leaf that is a Python bool, int or float (or holds one)."""
     if isinstance(leaf, HostValue):
