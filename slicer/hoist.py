@@ -61,6 +61,44 @@ def _literal(node: gast.expr) -> bool:
                               gast.unaryop)) for n in nodes.walk(node))
 
 
+def _pure_number(node: gast.expr) -> bool:
+    """Arithmetic on Python numbers only (names, attributes of names, literals) that cannot
+    raise: +, -, * (and /, //, % by a nonzero literal), unary -/+,
+    abs(); not a bare name or a literal (those cross as they are)."""
+    if anno.get(node, Key.CONSTANT):
+        return False
+    if isinstance(node, gast.Call):  # (kinds calls abs() data: it takes arrays too)
+        return isinstance(node.func, gast.Name) and node.func.id == "abs" and \
+            anno.get(node.func, Key.KIND) == Kind.HOST_FN and len(node.args) == 1 and \
+            not node.keywords and _number_operand(node.args[0])
+    if anno.get(node, Key.KIND) != Kind.PY_SCALAR:
+        return False
+    if isinstance(node, gast.UnaryOp):
+        return isinstance(node.op, (gast.USub, gast.UAdd)) and _number_operand(node.operand)
+    if isinstance(node, gast.BinOp):
+        if isinstance(node.op, (gast.Add, gast.Sub, gast.Mult)):
+            return _number_operand(node.left) and _number_operand(node.right)
+        return isinstance(node.op, (gast.Div, gast.FloorDiv, gast.Mod)) and \
+            _number_operand(node.left) and isinstance(node.right, gast.Constant) and \
+            type(node.right.value) in (int, float) and node.right.value != 0
+    return False
+
+
+def _number_operand(node: gast.expr) -> bool:
+    if isinstance(node, gast.Constant):
+        return type(node.value) in (int, float)
+    if isinstance(node, gast.Name) or anno.has(node, Key.PATH) or _chain(node):
+        return anno.get(node, Key.KIND) == Kind.PY_SCALAR
+    return _pure_number(node)
+
+
+def _chain(node: gast.expr) -> bool:
+    """`hp.eps`, `self.cfg.scale`: attributes of a name (a number read from an object)."""
+    while isinstance(node, gast.Attribute):
+        node = node.value
+    return isinstance(node, gast.Name)
+
+
 def _tf_operation(node: gast.expr) -> bool:
     """True if the TF part can run `node`'s own operation (its operands aside)."""
     kind = anno.get(node, Key.KIND)
@@ -272,11 +310,50 @@ class _Hoister(gast.NodeTransformer):
             return self._hoist(node)  # whole: the host decides which side it evaluates
         if isinstance(node, _CONDITIONAL):  # nothing inside moves out (a side the test
             return node                     # skips, an element of each iteration)
+        if self._numbers_first(node):  # rewritten: its numbers computed first, on the host
+            return self._hoist(node)
         if isinstance(node, gast.Call):
             return self.visit_Call(node)
         if self._hoistable(node):
             return self._hoist(node)
         return self.generic_visit(node)
+
+    def _numbers_first(self, node: gast.expr) -> bool:
+        """In a host statement, TF work with arithmetic on Python numbers the host sends
+        inside it (`return tf.clip_by_value(r, 1 - eps, 1 + eps)`, `x * -c`): the TF part
+        cannot compute `1 - eps` with Python's semantics, so such arithmetic is computed
+        on the host first, into host temporaries, and the rest moves into the TF part
+        (True: `node` is rewritten so; else it is left as it was). Only arithmetic that
+        reads nothing but numbers and cannot raise moves (see _pure_number): computing it
+        before the TF ops beside it changes nothing observable."""
+        if self.to_host or anno.get(node, Key.KIND) != Kind.TENSOR or \
+                not _tf_operation(node) or tf_evaluable(node):
+            return False
+        candidate, pre = copy.deepcopy(node), []
+
+        def numbers_out(parent: gast.AST) -> None:
+            for field, value in gast.iter_fields(parent):
+                for i, child in enumerate(value if isinstance(value, list) else [value]):
+                    if not isinstance(child, gast.AST):
+                        continue
+                    if isinstance(child, gast.expr) and _pure_number(child):
+                        name = f"_gpe_h{next(self.counter)}"
+                        pre.append(gast.Assign(targets=[_name(name, gast.Store())],
+                                               value=child, type_comment=None))
+                        child = _name(name, gast.Load())
+                        if isinstance(value, list):
+                            value[i] = child
+                        else:
+                            setattr(parent, field, child)
+                    else:
+                        numbers_out(child)
+        numbers_out(candidate)
+        if not pre or not tf_evaluable(candidate):
+            return False
+        self.pre += pre
+        for field, value in gast.iter_fields(candidate):
+            setattr(node, field, value)
+        return True
 
     def visit_Call(self, node: gast.Call) -> gast.AST:
         if self._hoistable(node):

@@ -221,3 +221,43 @@ def test_a_keras_model_with_its_own_call_method():
         return run_optimization, {f"v{i}": v for i, v in enumerate(net.trainable_variables)}
 
     check(make, [(X, Y)] * 5)
+
+
+class _Clip:
+    eps = 0.2
+
+
+def _number_steps(hp):
+    """The steps, each its own function (the statement must be in the sliced function)."""
+    def negated(x, c):
+        return tf.reduce_sum(x * -c)
+
+    def clip(x, c):
+        return tf.reduce_sum(tf.clip_by_value(x, -c, c))
+
+    def ppo(x, c):
+        return tf.reduce_mean(tf.clip_by_value(x, 1 - hp.eps, 1 + hp.eps) * c)
+
+    def absolute(x, c):
+        return tf.reduce_sum(x * abs(c))
+
+    def halved(x, c):
+        return tf.reduce_sum(x * (c / 2))
+
+    def printed(x, c):
+        print("loss", float(tf.reduce_sum(x * (1.0 - c))))
+        return c
+    return [negated, clip, ppo, absolute, halved, printed]
+
+
+@pytest.mark.parametrize("step", range(6))
+def test_python_number_arithmetic_inside_tf_work_of_a_host_statement(step):
+    """`return tf.reduce_mean(tf.clip_by_value(ratio, 1 - hp.eps, 1 + hp.eps) * adv)` (PPO's
+    clipped objective), `x * -c`, `tf.clip_by_value(g, -c, c)` with `c` a Python number
+    argument: in a host statement (a return, a print) the TF part cannot compute `1 - eps`
+    with Python's semantics, so the whole statement stayed on the host (under `gpe run`
+    the function was judged to have no TF work). The arithmetic on numbers is computed on
+    the host first and the TF work runs in the graph."""
+    def make(log):
+        return _number_steps(_Clip())[step], {}
+    check(make, [(X, 0.5), (X, 1.5), (X, -2.0), (X, 3.0)])
