@@ -91,11 +91,17 @@ class CallKeys:
         except TypeError:
             return None
 
-    def missed(self, key: tuple, values: dict) -> str:
-        """Why `key` matched no variant ("expected X, got Y"); numbers on objects that keep
-        changing stop being guarded (they are sent from now on)."""
+    def missed(self, key: tuple, values: dict, built=()) -> str:
+        """Why `key` matched no variant ("expected X, got Y"), against the variant (of
+        the keys `built`) it differs from least, the latest built of those: a step
+        called with a model swapped for another after variants for two batch sizes is
+        told of the model, not of a batch size. Numbers on objects that keep changing
+        stop being guarded (they are sent from now on)."""
         labels = self.guards + tuple(f"{path} (`{text}`)" for path, _, text in self.tests)
-        reason = self.assumed.miss(self.last, key, list(values), labels, self.calls)
+        same_guards = [k for k in built if len(k) == len(key)]
+        nearest = min(reversed(same_guards), default=self.last,
+                      key=lambda k: sum(a != b for a, b in zip(k, key)))
+        reason = self.assumed.miss(nearest, key, list(values), labels, self.calls)
         dynamic = self.assumed.dynamic_paths
         self.guards = tuple(g for g in self.guards if g not in dynamic)
         return reason

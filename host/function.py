@@ -203,7 +203,7 @@ class SlicedFunction:
         if key in self.cache.refused:
             return self._eager(args, kwargs)
         if self.cache.built and key not in self.cache.profiles:
-            reason = self.keys.missed(key, values)
+            reason = self.keys.missed(key, values, self.cache.built)
             self.stats_.guard_failed(reason)
             log.info("%s: guard failed: %s", self.__qualname__, reason)
             if self.assumed.relax(values) and self.keys.key(values) in self.cache.built:

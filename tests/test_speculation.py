@@ -266,3 +266,31 @@ def test_another_variable_in_a_list_argument_is_named_in_the_guard_message():
     assert stats["guard_failures"] == {
         "argument vars[0]: expected the tf.Variable seen when sliced, got another "
         "tf.Variable (a variable is part of the variant: each new one is sliced again)": 1}
+
+
+def test_a_guard_failure_is_told_against_the_nearest_variant():
+    """Variants for two batch sizes, then the model swapped (a checkpoint restored into a
+    new model, as a tutorial does) at the first size: the failure names the model, the
+    one thing that differs from the variant of that size, not the batch size in which the
+    last variant built differs."""
+    class Dense(tf.Module):
+        def __init__(self, seed):
+            self.w = tf.Variable(np.random.default_rng(seed).normal(size=(6, 2))
+                                 .astype(np.float32))
+
+        def __call__(self, x):
+            return tf.matmul(x, self.w)
+    models = {"now": Dense(1)}
+
+    def predict(x):
+        return tf.reduce_sum(model(x))
+    fn = types.FunctionType(predict.__code__, {"tf": tf, "model": models["now"]})
+    sliced = gpe.function(fn, profile_calls=1, adaptive=False)
+    big, small = batch(8)[0], batch(3)[0]
+    for x in [big] * 3 + [small] * 3:
+        assert float(sliced(x)) == float(fn(x))
+    fn.__globals__["model"] = Dense(2)  # the model swapped, at the first batch size
+    assert float(sliced(big)) == float(fn(big))
+    assert sliced.stats()["guard_failures"] == {  # (the first: the smaller batch's)
+        "argument x: expected tensor float32(8, 6), got tensor float32(3, 6)": 1,
+        "model: expected the object seen when sliced, got another one": 1}
