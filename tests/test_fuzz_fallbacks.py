@@ -101,6 +101,36 @@ def test_branch_rebinding_a_name_the_other_branch_reads():
 
 
 
+def make_kept_python_number(log):
+    """Fuzz seeds 60325, 60626, 60918, 61105, 61324, 61620, 61913, 62104: `z = scale` (a
+    Python float on the host), then `if n % 2 == 0: z = tf.reduce_min(x)`, a TF `if` on a
+    folded int. Where the branch is not taken `z` keeps the host's float; the TF part was
+    given only TF values kept so, and the variant for odd `n` failed to trace
+    ("UnboundLocalError: cannot access local variable 'z'"). The float is sent and comes
+    back a Python float (printed as eager prints it); so are an int and a bool."""
+    v = tf.Variable(0.0)
+
+    def main(x, n, scale):
+        z, k, on = scale, n * 3, n > 2
+        if n % 2 == 0:
+            z = tf.reduce_min(x)
+            k = tf.reduce_sum(x) + 1.0
+            on = tf.reduce_any(x > 0.0)
+        v.assign_add(tf.reduce_sum(x * z))
+        print("z", z, "k", k, "on", on)
+        return x * z, k, on
+    return main, {"v": v}
+
+
+def test_name_a_tf_if_may_leave_keeps_the_hosts_python_number():
+    # calls 1, 3 and 5 are profile calls: n 1 and n 2 each a variant with n folded, then
+    # n 3 one for any int (its `if` decided on the host), which the last call runs
+    under = check(make_kept_python_number, [(X, 1, 0.5), (X, 1, 1.5), (X, 2, 2.5),
+                                            (X * 2.0, 2, 0.5), (X, 3, -1.0), (X, 3, 0.25),
+                                            (X, 1, -2.0)], graph_calls=4)
+    assert under.target.stats()["fallbacks"] == {}
+
+
 NESTED = """
 import tensorflow as tf
 V = tf.Variable(tf.zeros([3]))

@@ -481,11 +481,11 @@ def test_seed12432_tf_if_on_a_folded_flag_keeps_the_hosts_value_of_a_name():
             log.append(round(float(z), 4))
             return t
         return main, {"v": v}
-    # calls 1 and 3 are profile calls (flag False is a new variant). The flag-False variant
-    # runs eagerly: `z` holds the host's Python float there, which taken through the TF part
-    # would come back a tensor (seed 14522); the flag-True calls 2 and 5 run sliced
+    # calls 1 and 3 are profile calls (flag False is a new variant); the flag-False variant
+    # gets the host's Python float `z` sent and given back as that float (a NumPy value
+    # would come back a tensor: that variant runs eagerly, seed 14522)
     check(make, [(X, True, 0.5), (X, True, 1.5), (X, False, 2.5), (X, False, 3.5),
-                 (X * 2.0, True, 0.25), (X, False, -1.0)], graph_calls=2)
+                 (X * 2.0, True, 0.25), (X, False, -1.0)], graph_calls=4)
 
 
 def test_tf_statements_binding_a_name_on_some_paths_keep_its_value_from_before():
