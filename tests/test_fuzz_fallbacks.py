@@ -131,6 +131,31 @@ def test_name_a_tf_if_may_leave_keeps_the_hosts_python_number():
     assert under.target.stats()["fallbacks"] == {}
 
 
+def make_inner_conditional_on_a_sent_number(log):
+    """Fuzz seeds 60333, 61115, 61745: `a if x.shape[0] % 2 else (b if scale > 0.0 else
+    c)`, the outer test fixed for the call, the inner one on a number the host sends.
+    Hoisting moved the whole expression into a host temporary (the host decides the inner
+    `if`), but that assignment holds a tensor, so placement put it in the TF part, which
+    compared the number it gets ("'>' not supported between instances of 'HostValue' and
+    'float'"). It runs on the host; the TF work after it stays in the TF part."""
+    v = tf.Variable(0.0)
+
+    def main(x, scale):
+        s = tf.reduce_sum(x) if x.shape[0] % 2 == 0 else (
+            tf.reduce_max(x) if scale > 0.0 else tf.reduce_min(x))
+        v.assign_add(tf.tanh(s) * scale)
+        return s * 2.0 + v
+    return main, {"v": v}
+
+
+def test_inner_conditional_on_a_sent_number_runs_on_the_host():
+    # the conditional's ops run eagerly on the host, as the program's own host work
+    under = check(make_inner_conditional_on_a_sent_number,
+                  [(X, 0.5), (X, -1.5), (X * 2.0, 2.5), (X, -0.25), (X, 1.0)],
+                  host_ops_allowed=frozenset({"Max", "Min"}))
+    assert under.target.stats()["fallbacks"] == {}
+
+
 NESTED = """
 import tensorflow as tf
 V = tf.Variable(tf.zeros([3]))
