@@ -36,6 +36,8 @@ from gpe.slicer.placement import Place, mirrored_statements
 from gpe.slicer.words import spell, temporaries
 
 _HOST, _TF, _BOTH = "host", "tf", "both"
+# kinds of values that may cross into the TF part (slicer/facts.py)
+_MAY_CROSS = TF_KINDS | {Kind.PY_SCALAR, Kind.HOST_DATA}
 
 
 def resolve(parsed: Parsed, facts: Facts) -> None:
@@ -146,12 +148,14 @@ class _Crossings:
         # others (`if flag: z = t` after the host's `z = scale`): the TF part needs it too
         # (outside the loops the TF part follows, for a name bound before it: inside one,
         # a name an earlier iteration bound may be unbound on the host in the first)
-        # Only a TF value: on the paths that do not bind it the host gets the name back from
-        # the TF part, so a Python or NumPy value would come back a tensor (seed 14522:
-        # eager printed `z 3.0`, gpe a tf.Tensor); such a name leaves the statement's
-        # variant unsliceable, as before
+        # On the paths that do not bind it the host gets the name back from the TF part: a
+        # Python number sent in comes back as that Python number (tfprog/hostvalue.py); a
+        # NumPy value would come back a tensor (seed 14522: eager printed `z 3.0`, gpe a
+        # tf.Tensor), so the TF part gives none back (tfprog/part.py: _check_returnable)
+        # and that variant runs eagerly. An object, or a value a profile call saw cannot
+        # cross, is not sent (that variant is not built: it runs eagerly, as before).
         kept = {n for n in anno.get(stmt, Key.KEEPS, frozenset()) & self._read_later(stmt)
-                if not self.loops and n in s.side and self._tf_value(n)}
+                if not self.loops and n in s.side and self._may_cross(n)}
         needed = self._sends(anno.get(stmt, Key.READS) | kept, stmt)
         arguments = [n for n in needed if self._unchanged_tensor_argument(n)]
         if arguments:  # known when the call starts: sent then, with their exact shapes
@@ -195,14 +199,18 @@ class _Crossings:
                      and isinstance(n.ctx, gast.Load)}
         return read
 
-    def _tf_value(self, name: str) -> bool:
-        """Whether every definition of `name` that may reach here gives a TF value."""
+    def _may_cross(self, name: str) -> bool:
+        """Whether every definition of `name` that may reach here gives a TF value, a Python
+        number or plain data: a value that may cross into the TF part (an object would
+        only cost profile calls to find it cannot: host/builder.py, Unsendable)."""
+        if name in self.facts.host_only:
+            return False
         defs = self.s.defs.get(name)
         if defs == ():
             fact = self.facts.args.get(name)
-            return fact is not None and fact.kind in TF_KINDS
+            return fact is not None and fact.kind in _MAY_CROSS
         return bool(defs) and all(
-            isinstance(d, gast.Assign) and anno.get(d.value, Key.KIND) in TF_KINDS
+            isinstance(d, gast.Assign) and anno.get(d.value, Key.KIND) in _MAY_CROSS
             for d in defs)
 
     def _unchanged_tensor_argument(self, name: str) -> bool:

@@ -119,6 +119,15 @@ def _unfixed(header: gast.expr):
         stack.extend(nodes.children(node))
 
 
+def _evaluable(stmt: gast.stmt) -> bool:
+    """False for the host temporary hoisting makes of a whole conditional expression the TF
+    part cannot evaluate (hoist._Hoister.visit): `a if fixed else (b if sent > 0.0 else c)`,
+    the inner `if` on a number the host sends (fuzz seed 60333). It holds a tensor, but the
+    host decides which side it evaluates: host work."""
+    return not (isinstance(stmt, gast.Assign) and isinstance(stmt.value, gast.IfExp)
+                and not tf_evaluable(stmt.value))
+
+
 def _same_scope(stmt: gast.stmt):
     """Nodes of `stmt` outside nested functions and classes."""
     yield stmt
@@ -173,7 +182,7 @@ class _Placer:
             self._set(stmt, Place.HOST, f"host: calls {dotted(call.func)} (sliced too: its TF "
                                         "part runs inside this one's)")
             return
-        if is_tf_statement(stmt):
+        if is_tf_statement(stmt) and _evaluable(stmt):
             value = stmt.value
             effect = effect_call(value) or any(effect_call(n) for n in nodes.walk(value))
             anno.set(stmt, Key.EFFECT, effect)

@@ -101,6 +101,61 @@ def test_branch_rebinding_a_name_the_other_branch_reads():
 
 
 
+def make_kept_python_number(log):
+    """Fuzz seeds 60325, 60626, 60918, 61105, 61324, 61620, 61913, 62104: `z = scale` (a
+    Python float on the host), then `if n % 2 == 0: z = tf.reduce_min(x)`, a TF `if` on a
+    folded int. Where the branch is not taken `z` keeps the host's float; the TF part was
+    given only TF values kept so, and the variant for odd `n` failed to trace
+    ("UnboundLocalError: cannot access local variable 'z'"). The float is sent and comes
+    back a Python float (printed as eager prints it); so are an int and a bool."""
+    v = tf.Variable(0.0)
+
+    def main(x, n, scale):
+        z, k, on = scale, n * 3, n > 2
+        if n % 2 == 0:
+            z = tf.reduce_min(x)
+            k = tf.reduce_sum(x) + 1.0
+            on = tf.reduce_any(x > 0.0)
+        v.assign_add(tf.reduce_sum(x * z))
+        print("z", z, "k", k, "on", on)
+        return x * z, k, on
+    return main, {"v": v}
+
+
+def test_name_a_tf_if_may_leave_keeps_the_hosts_python_number():
+    # calls 1, 3 and 5 are profile calls: n 1 and n 2 each a variant with n folded, then
+    # n 3 one for any int (its `if` decided on the host), which the last call runs
+    under = check(make_kept_python_number, [(X, 1, 0.5), (X, 1, 1.5), (X, 2, 2.5),
+                                            (X * 2.0, 2, 0.5), (X, 3, -1.0), (X, 3, 0.25),
+                                            (X, 1, -2.0)], graph_calls=4)
+    assert under.target.stats()["fallbacks"] == {}
+
+
+def make_inner_conditional_on_a_sent_number(log):
+    """Fuzz seeds 60333, 61115, 61745: `a if x.shape[0] % 2 else (b if scale > 0.0 else
+    c)`, the outer test fixed for the call, the inner one on a number the host sends.
+    Hoisting moved the whole expression into a host temporary (the host decides the inner
+    `if`), but that assignment holds a tensor, so placement put it in the TF part, which
+    compared the number it gets ("'>' not supported between instances of 'HostValue' and
+    'float'"). It runs on the host; the TF work after it stays in the TF part."""
+    v = tf.Variable(0.0)
+
+    def main(x, scale):
+        s = tf.reduce_sum(x) if x.shape[0] % 2 == 0 else (
+            tf.reduce_max(x) if scale > 0.0 else tf.reduce_min(x))
+        v.assign_add(tf.tanh(s) * scale)
+        return s * 2.0 + v
+    return main, {"v": v}
+
+
+def test_inner_conditional_on_a_sent_number_runs_on_the_host():
+    # the conditional's ops run eagerly on the host, as the program's own host work
+    under = check(make_inner_conditional_on_a_sent_number,
+                  [(X, 0.5), (X, -1.5), (X * 2.0, 2.5), (X, -0.25), (X, 1.0)],
+                  host_ops_allowed=frozenset({"Max", "Min"}))
+    assert under.target.stats()["fallbacks"] == {}
+
+
 NESTED = """
 import tensorflow as tf
 V = tf.Variable(tf.zeros([3]))

@@ -28,10 +28,24 @@ from gpe.tfprog import asserts, losses, randomness
 from gpe.tfprog.failing import can_fail
 
 _RESOURCE = tf.TensorSpec([], tf.resource)
+_PY_NUMBERS = frozenset({"bool", "int", "float"})  # host values that come back as sent
 
 
 class PartError(Exception):
     """The TF part could not be built (the function then runs eagerly)."""
+
+
+def _check_returnable(leaf, name: str) -> None:
+    """A value the TF part sends to the host must come back as the host would have had it:
+    a NumPy value the host sent, given back unchanged, or a Python string (a name a TF `if`
+    not taken keeps from before it: slicer/crossings.py), would come back a tensor."""
+    if isinstance(leaf, HostValue) and leaf._spec.type_name not in _PY_NUMBERS:
+        what = f"the NumPy {leaf._spec.type_name} the host sent"
+    elif isinstance(leaf, (str, bytes)):
+        what = f"the {type(leaf).__name__} it holds"
+    else:
+        return
+    raise PartError(f"{name} would come back from the TF part a tensor, not {what}")
 
 
 class NeedsEntry(PartError):
@@ -304,6 +318,7 @@ class _TraceRuntime:
         layout, leaves = flatten(value)
         tensors, specs = [], []
         for leaf in leaves:
+            _check_returnable(leaf, self.plan.channel(index).names[0])
             spec = python_leaf_spec(leaf) if leaf is not None else NONE_SPEC
             try:
                 tensor = (tf.convert_to_tensor(leaf) if spec is None else
