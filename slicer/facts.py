@@ -97,9 +97,10 @@ class Facts:
     # attribute chains holding Python numbers that keep changing: sent, not folded
     dynamic_paths: frozenset = frozenset()
     entry_always: bool = False  # an entry channel even with nothing to send (random seeds)
-    # counters of `for ... in range(...)` loops the host drives (the TF part does not
-    # unroll them): sent each iteration, so not fixed for the call (slicer/pipeline.py)
-    host_counters: frozenset = frozenset()
+    # names host work rebinds (`n += 1` in a loop the host drives, its counter) that a TF
+    # statement reads: the host sends their values, so not fixed for the call once
+    # rebound (slicer/pipeline.py)
+    host_numbers: frozenset = frozenset()
     # why calling an object is host work, where the caller knows (a user's layer whose
     # `call` has host statements): named in explain and in fallback reasons
     why_host: Callable[[Any], str | None] | None = None

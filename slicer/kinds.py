@@ -49,7 +49,8 @@ class _Inferer:
         self.parsed, self.facts, self.env, self.callee = parsed, facts, env, callee
         self.local_names = bound_names(parsed.node)
         self.rebound = stored_names(parsed.node)  # arguments the function reassigns
-        self.mutated = self._mutated_roots()  # objects whose attributes may change here
+        # objects whose attributes may change here
+        self.mutated = mutated_roots(parsed.node, facts.objects, self.classify)
         self.constants = {n for n, f in facts.args.items()  # names fixed for the call
                           if f.constant and f.kind in (Kind.PY_SCALAR, Kind.HOST_DATA)}
 
@@ -59,6 +60,8 @@ class _Inferer:
             self.stmt(stmt)
 
     def stmt(self, node: gast.stmt) -> None:
+        if isinstance(node, (gast.For, gast.While)):  # each pass sees the last one's value
+            self.constants -= self.facts.host_numbers & stored_names(node)
         if isinstance(node, gast.Assign):
             kind = self.expr(node.value)
             for target in node.targets:
@@ -71,8 +74,7 @@ class _Inferer:
                                 and anno.get(node.value, Key.CONSTANT, False))
         elif isinstance(node, gast.For):
             self.expr(node.iter)
-            counting = is_range(node.iter) and anno.get(node.iter, Key.CONSTANT, False) \
-                and getattr(node.target, "id", None) not in self.facts.host_counters
+            counting = is_range(node.iter) and anno.get(node.iter, Key.CONSTANT, False)
             if not counting:
                 self._note_constant(node.target, False)
             self._bind_loop_target(node.target, node.iter)
@@ -132,12 +134,10 @@ class _Inferer:
                 self.bind(target, Kind.TENSOR if kind in (Kind.TENSOR, Kind.VARIABLE,
                                                           Kind.TF_OBJECT) else Kind.HOST, None)
 
-    def _mutated_roots(self) -> set[str]:
-        return mutated_roots(self.parsed.node, self.facts.objects, self.classify)
-
     def _note_constant(self, target: gast.AST, constant: bool) -> None:
         names = [n.id for n in nodes.walk(target) if isinstance(n, gast.Name)]
-        if constant and isinstance(target, gast.Name):
+        if constant and isinstance(target, gast.Name) and \
+                target.id not in self.facts.host_numbers:  # the host sends it: not fixed
             self.constants.add(target.id)
         else:
             self.constants.difference_update(names)

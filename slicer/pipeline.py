@@ -37,9 +37,11 @@ class Pass(enum.Enum):
 def slice_function(fn: Callable, facts: Facts) -> SlicePlan:
     """Slice `fn` under `facts`. Raises Refusal when it cannot (it then runs eagerly)."""
     parsed = _analysed(fn, facts)
-    counters = _host_counters(parsed.node)
-    if counters:  # analysed again with those counters sent, not fixed (see below)
-        facts = dataclasses.replace(facts, host_counters=facts.host_counters | counters)
+    for _ in range(3):  # each pass can only add names; few programs need a second one
+        numbers = _host_numbers(parsed.node) - facts.host_numbers
+        if not numbers:
+            break  # analysed again with those numbers sent, not fixed (see below)
+        facts = dataclasses.replace(facts, host_numbers=facts.host_numbers | numbers)
         parsed = _analysed(fn, facts)
     return partition.transform(parsed, facts)  # needs crossings: the three programs
 
@@ -53,25 +55,23 @@ def _analysed(fn: Callable, facts: Facts) -> Parsed:
     return parsed
 
 
-def _host_counters(fn: gast.FunctionDef) -> frozenset:
-    """Counters of `for k in range(3)` loops that kinds took as fixed for the call (the TF
-    part would unroll the loop) but that the host drives (placement: host work in the
-    body), where a TF statement in the body uses the counter in Python-only work
-    (`max(k - 1, 0)`, `range(k)`): the TF part gets each iteration's value sent, a value
-    Python cannot compare or count with while the part is traced."""
-    found = set()
-    for loop in nodes.walk(fn):
-        if not (isinstance(loop, gast.For) and isinstance(loop.target, gast.Name)
-                and anno.get(loop, Key.PLACE) != placement.Place.TF
-                and isinstance(loop.iter, gast.Call) and getattr(loop.iter.func, "id", "")
-                == "range" and anno.get(loop.iter, Key.CONSTANT)):
+def _host_numbers(fn: gast.FunctionDef) -> frozenset:
+    """Names kinds took as fixed for the call (a folded `n`, the counter of `for k in
+    range(3)`) that host work rebinds (`n += 1` or the loop itself, in a loop the host
+    drives: placement computes such work on the host only), where a TF statement uses the
+    name in Python-only work (`range(n)`, `max(k - 1, 0)`): the TF part gets the value
+    sent, which Python cannot count or compare with while the part is traced."""
+    rebound = set()
+    for stmt in nodes.walk(fn):
+        if not (isinstance(stmt, gast.stmt) and anno.get(stmt, Key.PLACE) == placement.Place.HOST):
             continue
-        name = loop.target.id
-        for stmt in nodes.walk(loop):
-            if isinstance(stmt, gast.stmt) and anno.get(stmt, Key.PLACE) == placement.Place.TF \
-                    and any(_python_use(n, name) for n in nodes.walk(stmt)):
-                found.add(name)
-    return frozenset(found)
+        if isinstance(stmt, (gast.For, gast.AsyncFor)):
+            rebound.update(n.id for n in nodes.walk(stmt.target) if isinstance(n, gast.Name))
+        if not anno.get(stmt, Key.MIRROR):  # a loop the TF part follows: its own statements
+            rebound.update(anno.get(stmt, Key.WRITES, ()))
+    return frozenset(name for stmt in nodes.walk(fn) if isinstance(stmt, gast.stmt)
+                     and anno.get(stmt, Key.PLACE) == placement.Place.TF
+                     for name in rebound if any(_python_use(n, name) for n in nodes.walk(stmt)))
 
 
 def _python_use(node: gast.AST, name: str) -> bool:

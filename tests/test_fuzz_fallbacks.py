@@ -156,6 +156,52 @@ def test_inner_conditional_on_a_sent_number_runs_on_the_host():
     assert under.target.stats()["fallbacks"] == {}
 
 
+def make_rebound_in_loop_over_rows(log):
+    """Fuzz seed 62107: `n += 1` in a loop over a tensor's rows the host drives is host
+    work only, but kinds still took `n` as fixed for the call (the seed-12770 fix sent
+    only `for k in range(...)` counters), so `range(n)` stayed in the TF part, which got
+    `n` sent ("'HostValue' object cannot be interpreted as an integer"). Any name host
+    work rebinds and a TF statement counts or compares with is now sent, not fixed: that
+    work runs on the host (here the whole loop: nothing in it is left for the TF part)."""
+    def main(x, n):
+        y = x * 2.0
+        for r in y:
+            n += 1
+            parts = [r * 2.0 for q in range(n)]
+            log.append(len(parts))
+        return y, n
+    return main, {}
+
+
+def test_number_rebound_in_a_loop_over_rows_counts_on_the_host():
+    under = check(make_rebound_in_loop_over_rows, [(X, 1), (X, 1), (X * 2.0, 1), (X, 1)],
+                  host_ops_allowed=frozenset({"StridedSlice", "Mul"}))
+    assert under.target.stats()["fallbacks"] == {}
+
+
+def make_rebound_in_counted_loop(log):
+    """Fuzz seed 62218: `n += 1` in a `for k in range(2)` the host drives (a print), then
+    `range(n)` and `max(n - 1, 0)` after the loop, in the TF part: the same failure. Those
+    run on the host; the loop's and the variable's TF work stays sliced."""
+    v = tf.Variable(tf.zeros([3]))
+
+    def main(x, n):
+        for k in range(2):
+            print("k", k)
+            x = x * 1.5 + tf.cast(k, tf.float32)
+            n += 1
+        v.assign_add(x)
+        parts = [x + tf.cast(q, tf.float32) for q in range(n)]
+        return tf.add_n(parts), max(n - 1, 0)
+    return main, {"v": v}
+
+
+def test_number_rebound_in_a_host_driven_range_loop():
+    under = check(make_rebound_in_counted_loop, [(X, 1), (X, 1), (X * 2.0, 1), (X, 1)],
+                  host_ops_allowed=frozenset({"Cast", "AddV2", "AddN"}))
+    assert under.target.stats()["fallbacks"] == {}
+
+
 NESTED = """
 import tensorflow as tf
 V = tf.Variable(tf.zeros([3]))

@@ -4,6 +4,7 @@ gpe, everything observable compared, with the calls that must have run sliced.
 """
 import time
 
+import numpy as np
 import tensorflow as tf
 
 from harness import Var, check, differential
@@ -741,3 +742,23 @@ def test_a_string_a_tf_if_may_leave_stays_a_string():
         return main, {}
     # calls 1 and 3 are profile calls; the flag-False variant is not built (calls 3 and 4)
     check(make, [(X, True), (X, True), (X, False), (X, False), (X * 2.0, True)], graph_calls=2)
+
+
+# found beside the test above: NumPy 2 names np.bool_'s type "bool", as Python's bool, and the
+# channels labelled a NumPy value with its type's name, so a NumPy bool the host sent passed
+# for a Python bool: the TF part gave it back (a NumPy float it refuses to) and the host
+# turned it into a Python bool (eager returned np.True_, gpe True). A NumPy value now carries
+# a label no Python type has (tfprog/channels.py): that variant runs eagerly.
+def test_a_numpy_bool_a_tf_if_may_leave_stays_a_numpy_bool():
+    def make(log):
+        def main(x, flag, b):
+            s = b
+            if flag:
+                s = x > 0.0
+            return x * 2.0, s
+        return main, {}
+    for b, sliced in ((np.bool_(True), 2), (True, 3)):  # a Python bool does come back
+        # calls 1 and 3 are profile calls; the flag-False variant for a NumPy bool is not
+        # built (calls 3 and 4)
+        check(make, [(X, True, b), (X, True, b), (X, False, b), (X, False, b),
+                     (X * 2.0, True, b)], graph_calls=sliced)

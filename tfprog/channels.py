@@ -54,7 +54,10 @@ def spec_of(value) -> ValueSpec:
             return python_spec(py_type)
     if isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind in "biufc":
         dtype = tf.as_dtype(value.dtype)
-        return ValueSpec(dtype, tuple(np.shape(value)), True, dtype, type(value).__name__)
+        # "numpy.": NumPy 2 names np.bool_ "bool", the label of a Python bool, which comes
+        # back from the TF part a Python bool (host/channel.py); a NumPy value must not
+        return ValueSpec(dtype, tuple(np.shape(value)), True, dtype,
+                         "numpy." + type(value).__name__)
     raise Unsendable(f"a {type(value).__name__} value cannot cross into the TF part")
 
 

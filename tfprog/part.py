@@ -40,7 +40,7 @@ def _check_returnable(leaf, name: str) -> None:
     a NumPy value the host sent, given back unchanged, or a Python string (a name a TF `if`
     not taken keeps from before it: slicer/crossings.py), would come back a tensor."""
     if isinstance(leaf, HostValue) and leaf._spec.type_name not in _PY_NUMBERS:
-        what = f"the NumPy {leaf._spec.type_name} the host sent"
+        what = f"the {leaf._spec.type_name} the host sent"
     elif isinstance(leaf, (str, bytes)):
         what = f"the {type(leaf).__name__} it holds"
     else:
