@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import logging
+import types
 import weakref
 
 import tensorflow as tf
@@ -20,10 +21,13 @@ from gpe.host.speculation import NotObserved, channel_specs, stable_entry_values
 from gpe.host.variant import Variant, callee_variant
 from gpe.slicer import Refusal, SlicePlan, slice_function
 from gpe.slicer.plan import ChannelKind
-from gpe.tfprog.channels import Unsendable, spec_of, structure_of
+from gpe.tfprog.channels import Unsendable, read_variable, spec_of, structure_of
 from gpe.tfprog.part import NeedsEntry, PartError
 
 log = logging.getLogger("gpe")
+# `_gpe_rt` of a profile program: only what the user's statements call on it (a variable
+# read: slicer/hoist.py's _read_value), run eagerly as the host program runs it
+_PROFILING = types.SimpleNamespace(read_variable=read_variable)
 
 MAX_UNBUILT_TRIES = 3  # calls run eagerly waiting for a user's Keras layer to be built
 MAX_PROFILE_RUNS = 16  # profile calls kept waiting for one to reach every crossing
@@ -118,7 +122,8 @@ class Builder:
             return result
 
         program = load(None, plan.profile, self.owner.fn,
-                       {"_gpe_obs": observe, "_gpe_obs_call": observe_call})
+                       {"_gpe_obs": observe, "_gpe_obs_call": observe_call,
+                        "_gpe_rt": _PROFILING})
         return program(*args, **kwargs), observed
 
     @staticmethod

@@ -22,7 +22,7 @@ from tensorflow.python.framework.ops import EagerTensor
 from gpe.slicer import recursion
 from gpe.slicer.plan import ChannelKind
 
-from gpe.tfprog.channels import ValueSpec, flatten, matches, spec_of
+from gpe.tfprog.channels import ValueSpec, flatten, matches, read_variable, spec_of
 from gpe.tfprog.randomness import Collision, draw
 
 
@@ -97,6 +97,7 @@ def _describe(value) -> str:
 class Runtime:
     """`_gpe_rt` of one variant's host code. The host code names each place it uses a
     channel by a site number (plan.sites gives the channel)."""
+    read_variable = staticmethod(read_variable)  # run eagerly (slicer/hoist.py: _read_value)
 
     def __init__(self, variant, callee):
         # weakly: the variant holds the host program, which holds this runtime

@@ -391,9 +391,12 @@ class _Hoister(gast.NodeTransformer):
 
 
 def _read_value(var: gast.expr) -> gast.Call:
-    call = gast.Call(func=gast.Attribute(value=var, attr="read_value", ctx=gast.Load()),
-                     args=[], keywords=[])
-    anno.set(call.func, Key.KIND, Kind.TF_OP)
+    """`_gpe_rt.read_variable(var)`: the variable read where the statement is (each side's
+    runtime reads a tf.Variable or a Keras variable: tfprog/channels.read_variable)."""
+    func = gast.Attribute(value=_name("_gpe_rt", gast.Load()), attr="read_variable",
+                          ctx=gast.Load())
+    call = gast.Call(func=func, args=[var], keywords=[])
+    anno.set(func, Key.KIND, Kind.TF_OP)
     anno.set(call, Key.KIND, Kind.TENSOR)
     return call
 

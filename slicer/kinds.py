@@ -1,12 +1,11 @@
 """Kind inference: what each expression's value is (a TF value, a host value, ...).
 
 `resolve(parsed, facts)` walks the function's statements in program order and sets
-`Key.KIND` on every expression node it can see, starting from the argument facts and
-the objects the function's free names refer to. Needs nothing to have run first; run
-it again after a pass that adds statements. A call of a user function on TF values (or on
-TF objects: `compute_loss(model, x)`), or of a user method of a TF object (`model.encode(x)`)
-asks `callee(fn, arg_kinds, facts, objects)` (the pipeline's callee analysis,
-slicer/callees.py) whether the call is TF work; without a `callee`, it stays on the host.
+`Key.KIND` on every expression node it can see, from the argument facts and the objects
+the function's free names refer to; run it again after a pass that adds statements. A
+call of a user function on TF values or objects (`compute_loss(model, x)`), or of a user
+method of a TF object (`model.encode(x)`) asks `callee(fn, arg_kinds, facts, objects)`
+(slicer/callees.py) whether the call is TF work; without a `callee`, it stays on the host.
 """
 from __future__ import annotations
 
@@ -30,7 +29,6 @@ _STATIC_META = frozenset({"shape", "dtype", "ndim"})
 _SCALAR_BUILTINS = {"float": Kind.PY_SCALAR, "int": Kind.PY_SCALAR, "bool": Kind.PY_SCALAR}
 _DATA_TYPES = (list, dict, tuple, set, str, bytes, type(None))
 _PLAIN = frozenset({Kind.PY_SCALAR, Kind.HOST_DATA})
-
 
 CalleeKind = Callable[[Any, "list[Kind]", Facts, list], Optional[Kind]]
 """`callee(fn, arg_kinds, facts, objects)`: TF_OP or TF_EFFECT_OP for a call of `fn` on
@@ -238,6 +236,8 @@ class _Inferer:
 
     def _Attribute(self, node: gast.Attribute) -> Kind:
         base = self.expr(node.value)
+        if isinstance(node.value, gast.Name) and node.value.id == "_gpe_rt":
+            return Kind.TF_OP  # _gpe_rt.read_variable(v), written by hoist._read_value
         if base in (Kind.TENSOR, Kind.VARIABLE):
             if node.attr in MATERIALIZE_METHODS:
                 return Kind.HOST_FN

@@ -110,8 +110,8 @@ class _Partition:
         host = self._factory(HOST_FACTORY, ["_gpe_rt"], body, with_args=True,
                              __entry__=entry_tuple, __declarations__=declarations)
         tf = self._factory(TF_FACTORY, ["_gpe_rt", "_gpe_k"], tf_body)
-        profile = self._factory(PROFILE_FACTORY, ["_gpe_obs", "_gpe_obs_call"], profile,
-                                with_args=True)
+        profile = self._factory(PROFILE_FACTORY, ["_gpe_obs", "_gpe_obs_call", "_gpe_rt"],
+                                profile, with_args=True)
         return SlicePlan(
             name=fn.name, qualname=self.parsed.fn.__qualname__,
             filename=self.parsed.filename, lineno=fn.lineno, host=host, tf=tf,

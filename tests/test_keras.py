@@ -462,3 +462,23 @@ def test_an_embedding_fed_a_numpy_array_of_ids_runs_in_the_graph():
             return loss
         return train_step, weights(model, opt)
     check(make, [(ids, labels)] * 5)
+
+
+def test_reading_a_keras_variable_on_the_host_in_a_sliced_step():
+    """`opt.iterations.numpy()`, `int(step)` on a Keras 3 variable (no read_value(): its
+    tf.Variable is `.value`): the read happens in the TF part, in program order, as for a
+    tf.Variable. Before, every call raised AttributeError under gpe (a gpe-only error)."""
+    def make(log):
+        model, opt = model_and_optimizer()
+        counter = keras.Variable(3)
+
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            log.append((int(opt.iterations), opt.iterations.numpy(), float(counter)))
+            return loss
+        return train_step, weights(model, opt)
+    under = check(make, [(X, Y)] * 5)
+    assert [entry[0] for entry in under.log] == [1, 2, 3, 4, 5]

@@ -298,3 +298,11 @@ def relaxed(spec: ValueSpec, keep_rank: bool = False) -> ValueSpec:
     elif shape:
         shape = None
     return ValueSpec(spec.dtype, shape, spec.python, spec.default_dtype, spec.type_name)
+
+
+def read_variable(var) -> tf.Tensor:
+    """A variable's value read now (`v.numpy()`, `float(v)` in a sliced function read it in
+    the TF part, in program order, then cross): a tf.Variable's read_value(); a Keras 3
+    variable (`opt.iterations`, `keras.Variable`) has none: its tf.Variable is `.value`."""
+    inner = var if isinstance(var, tf.Variable) else getattr(var, "value", var)
+    return inner.read_value()

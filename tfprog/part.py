@@ -21,7 +21,7 @@ from tensorflow.python.ops import gen_data_flow_ops
 
 from gpe.slicer import recursion
 from gpe.slicer.plan import ChannelKind, SlicePlan
-from gpe.tfprog.channels import NONE_SPEC, ValueSpec, flatten, unflatten
+from gpe.tfprog.channels import NONE_SPEC, ValueSpec, flatten, read_variable, unflatten
 from gpe.tfprog.exact import exact_arithmetic
 from gpe.tfprog.hostvalue import HostValue, Speculated, python_leaf_spec
 from gpe.tfprog import asserts, losses, randomness
@@ -94,6 +94,7 @@ class Part:
 
 class _TraceRuntime:
     """What the TF program calls as `_gpe_rt` while it is traced."""
+    read_variable = staticmethod(read_variable)  # (slicer/hoist.py: _read_value)
 
     def __init__(self, plan: SlicePlan, specs: dict[int, list[ValueSpec]],
                  layouts: dict[int, list], folded: dict[int, Any], nested: list,
