@@ -28,6 +28,7 @@ import gpe
 from gpe import host, slicer, tfprog
 from gpe.host import payoff
 from gpe.host.function import SlicedFunction
+from gpe.host.graph_error import RAISED_IN_GRAPH
 
 DECORATOR = "__gpe_function__"
 _wrapped: list[weakref.ref] = []
@@ -159,7 +160,10 @@ def _drop_our_frames(told: traceback.TracebackException, path: str, ours: tuple,
     seen.add(id(told))
     frames = list(told.stack)
     start = next((i for i, f in enumerate(frames) if f.filename == path), 0)
-    if frames and not frames[-1].filename.startswith(ours):  # raised outside gpe
+    # raised outside gpe, or by a TF op of the user's in the graph (gpe raises it)
+    graph = any(note.startswith(RAISED_IN_GRAPH) for note in
+                getattr(told, "__notes__", None) or ())
+    if frames and (graph or not frames[-1].filename.startswith(ours)):
         told.stack = traceback.StackSummary.from_list(
             [f for f in frames[start:] if not f.filename.startswith(ours)])
     for chained in (told.__cause__, told.__context__):

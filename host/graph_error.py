@@ -7,6 +7,7 @@ import re
 
 from gpe.tfprog.part import LINE_SCOPE
 
+RAISED_IN_GRAPH = "raised in the TF part of"  # the note on an error the graph raised
 ROOT_ERROR = re.compile(r"\(\d+\) ([A-Z_]+):\s*(.*)")  # "(0) INVALID_ARGUMENT:  text"
 
 
@@ -32,7 +33,7 @@ def describe(message: str, parts: list) -> tuple[str, str]:
         uid, line = int(scopes[-1][0]), scopes[-1][1]
         plan = next((part.plan for part, _, _ in parts if part.uid == uid), None)
         if plan is not None:
-            where = f"raised in the TF part of {plan.qualname} at {plan.filename}:{line}"
+            where = f"{RAISED_IN_GRAPH} {plan.qualname} at {plan.filename}:{line}"
     return text, where
 
 

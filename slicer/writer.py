@@ -140,18 +140,18 @@ class Writer:
                                      n=templates.name(name, store=True))
             if self.rescuable:  # after a rescue the host computed it itself
                 recv = templates.replace("if not _gpe_c.eager:\n    __s__", __s__=recv)
-            self.host += recv
+            self.host += _at(stmt, recv)
             crossing.append(f"out: {name} (TF->host)")
 
     def host_order(self, stmt, target) -> None:
         if anno.get(stmt, Key.BARRIER):
             k = self.channel(ChannelKind.BARRIER, (), stmt.lineno)
             target += templates.replace(f"_gpe_rt.barrier(_gpe_q, {k})")
-            self.host += templates.replace(f"_gpe_c.barrier({self.site(k)})")
+            self.host += _at(stmt, templates.replace(f"_gpe_c.barrier({self.site(k)})"))
         elif anno.get(stmt, Key.CHECK):
             k = self.channel(ChannelKind.CHECK, (), stmt.lineno)
             target += templates.replace(f"_gpe_rt.check(_gpe_q, {k})")
-            self.host += templates.replace(f"_gpe_c.check({self.site(k)})")
+            self.host += _at(stmt, templates.replace(f"_gpe_c.check({self.site(k)})"))
 
     def report(self, stmt, crossing) -> None:
         shown = copy.copy(stmt)  # its first line only: a compound statement's header
@@ -169,6 +169,16 @@ class Writer:
         for the host (to drain), and the channel it then waits on (to cancel), or None."""
         return tuple(_route(block, index, self.sites, self.channels)
                      for block, index in self.where + [(self.top, -1)])
+
+
+def _at(stmt: gast.stmt, made: list[gast.stmt]) -> list[gast.stmt]:
+    """`made` (host statements that wait on the graph for `stmt`) at `stmt`'s line: an
+    error raised in the TF part is raised there, and the traceback shows the user's line."""
+    for node in (n for new in made for n in gast.walk(new)):
+        if hasattr(node, "lineno"):  # (a template's nodes are at its own line 1)
+            node.lineno, node.end_lineno = stmt.lineno, stmt.end_lineno
+            node.col_offset, node.end_col_offset = stmt.col_offset, stmt.end_col_offset
+    return made
 
 
 def _route(block: Block, index: int, sites, channels) -> tuple:

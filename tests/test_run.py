@@ -383,3 +383,37 @@ def test_an_error_in_the_script_is_told_as_python_tells_it(tmp_path):
         assert plain.returncode == 1 and plain.stderr.startswith(("Traceback", "  File"))
         # (gpe imports TensorFlow, whose C++ start-up lines come first on stderr)
         assert sliced.returncode == 1 and sliced.stderr.endswith("\n" + plain.stderr), script
+
+
+GRAPH_ERROR = """
+import numpy as np
+import tensorflow as tf
+
+emb = tf.Variable(tf.ones((10, 2)))
+
+
+def lookup(ids):
+    return tf.reduce_sum(tf.gather(emb, ids))
+
+
+for i in range(8):
+    print(i, float(lookup(np.array([1, 2, 12 if i == 7 else 3]))))
+"""
+
+
+def test_an_op_error_raised_in_the_graph_is_told_at_the_users_lines(tmp_path):
+    """An op of the user's that fails in a sliced call (an index out of range): the
+    traceback under gpe run shows the script's frames only, each at its own line (the
+    gather's line in `lookup`, not line 1), as python SCRIPT shows them."""
+    (tmp_path / "lookup.py").write_text(textwrap.dedent(GRAPH_ERROR))
+    env = dict(os.environ, GPE_PAYOFF="0")
+    sliced = subprocess.run([sys.executable, "-m", "gpe.cli", "run", "--report", "lookup.py"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert sliced.returncode == 1, sliced.stderr[-2000:]
+    assert "lookup: 8 calls, 5 sliced" in sliced.stderr, sliced.stderr[-2000:]
+    told = sliced.stderr[sliced.stderr.index("Traceback"):]
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', told)
+    assert [(os.path.basename(f), int(n), name) for f, n, name in frames] == [
+        ("lookup.py", 13, "<module>"), ("lookup.py", 9, "lookup")], told
+    assert "return tf.reduce_sum(tf.gather(emb, ids))" in told
+    assert "InvalidArgumentError: indices[2] = 12 is not in [0, 10)" in told
