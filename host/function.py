@@ -99,6 +99,8 @@ class SlicedFunction:
         try:
             values = self.keys.values(args, kwargs)
         except TypeError:
+            values = None
+        if values is None:  # (outside the except: the error eager raises has no context)
             return self._eager(args, kwargs)  # eager raises the same TypeError
         key = self.keys.key(values)
         variant = self.cache.get(key)
@@ -127,17 +129,23 @@ class SlicedFunction:
                        "fork)" if session.forked else "called while another sliced call "
                        "was running (nested, or from another thread)")
             return self._eager(args, kwargs)
+        failed = None
         try:
             self.stats_.graph_calls += 1
             result = variant.host_fn(*args, **kwargs)
-        except EntryGuardFailed as failed:  # raised before anything was sent
+        except EntryGuardFailed as guard:  # raised before anything was sent
             self.stats_.graph_calls -= 1
-            self._entry_guard_failed(key, failed)
-            return self._eager(args, kwargs)
+            failed = guard
         finally:
             session.exit_call()
             if variant.stale and self.cache.retire(key, variant):
                 self._refuse(key, "values computed during the call keep changing type")
+        if failed is not None:
+            # eagerly once the session is let go: its variable reads and writes then wait
+            # for the calls sent before it (in the call's own thread they would not: see
+            # Session.fence_target), and an error it raises has no gpe error as context
+            self._entry_guard_failed(key, failed)
+            return self._eager(args, kwargs)
         if not variant.timer.steady:
             variant.timer.sliced_call(start, session.fence)
         return result
@@ -224,18 +232,19 @@ class SlicedFunction:
             key = self.keys.key(values)
         if self.assumed.note_ints(values):  # a step counter: this call profiles the
             key = self.keys.key(values)     # variant that sends it
-        try:
+        plan = None  # (eager calls below, outside the except: an error raised by the
+        try:         # function has no gpe error as its context)
             plan = self._plan(values)
         except NotBuilt as not_yet:  # sliced again at the next call
             # (a Keras layer it calls is built by this call: it is the first profile call,
             # without observation points)
             log.info("%s: %s; runs eagerly", self.__qualname__, not_yet)
             self.stats_.profile_calls += 1
-            return self._eager(args, kwargs)
         except Refusal as refusal:
             self._refuse(key, str(refusal))
             # no signature can change these: the function is plain Python from now on
             self.plain = self.auto or refusal.kind in WHOLE_FUNCTION_REFUSALS
+        if plan is None:
             return self._eager(args, kwargs)
         if (self.auto or self.replica_step) and not any(l.place == "TF" for l in plan.lines):
             if self.replica_step:

@@ -92,3 +92,25 @@ def test_the_fallback_path_runs_few_python_calls():
     assert not any(name.startswith("distribute_lib.py") for name in calls), calls
     assert "ops.py:dtype" not in calls, calls
     assert sum(calls.values()) <= 34, calls
+
+
+def test_an_error_of_a_call_run_eagerly_has_eager_context():
+    """Where gpe runs a call eagerly after catching one of its own exceptions (a statement
+    the slicer refuses, arguments the signature does not take), the user's error had gpe's
+    exception as its context ("During handling of the above exception, another exception
+    occurred" in its traceback); eager's has none."""
+    def refused(x):
+        parts = {"a": 1}
+        del parts["a"]
+        raise ValueError("from the function")
+
+    def two(x, y):
+        return x + y
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        for fn, args, error in ((refused, (X,), ValueError), (two, (X,), TypeError)):
+            sliced = gpe.function(fn)
+            for _ in range(2):
+                with pytest.raises(error) as raised:
+                    sliced(*args)
+                assert raised.value.__context__ is None, repr(raised.value.__context__)

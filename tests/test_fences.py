@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from harness import differential
+from harness import check, differential
 
 BIG = tf.ones([192, 192])
 POOL = concurrent.futures.ThreadPoolExecutor(1)
@@ -128,3 +128,28 @@ def test_keras_predict_and_fit_after_sliced_steps_see_their_writes():
         return out, {f"w{i}": w for i, w in enumerate(model.weights)}
     (step,) = differential(program)
     assert step.stats()["graph_calls"] == 9, step.stats()
+
+
+def test_a_call_whose_entry_guard_fails_waits_for_the_calls_sent_before_it():
+    """Pipelined sliced calls write a variable; then a call whose folded number changed
+    (`c`: 0.5, then 0.25) fails its entry guard before sending anything and runs eagerly.
+    That eager run read the variable while still holding the session, where reads do not
+    wait for earlier calls: it read it before the graph had finished them and the final
+    value was 3% off eager's (found by reading the code path of a traceback). It now runs
+    once the session is let go, and waits as any eager code does."""
+    m = tf.random.stateless_normal([128, 128], seed=[1, 2]) * 0.01
+
+    def make(log):
+        v = tf.Variable(tf.zeros([4]))
+
+        def step(x, c):
+            h = tf.ones([128, 128])
+            for _ in range(10):  # graph work that keeps the graph behind the host
+                h = tf.tanh(tf.matmul(h, m))
+            v.assign_add(x * c + 0.0 * tf.reduce_sum(h) + tf.reduce_max(v))
+            return c
+        return step, {"v": v}
+    x = tf.constant([1.0, 2.0, 3.0, 4.0])
+    under = check(make, [(x, 0.5)] * 30 + [(x, 0.25)] * 10, graph_calls=27 + 6,
+                  adaptive=False, profile_calls=3)
+    assert under.target.stats()["guard_failures"] == {"`c`: expected 0.5, got 0.25": 1}
