@@ -762,3 +762,39 @@ def test_a_numpy_bool_a_tf_if_may_leave_stays_a_numpy_bool():
         # built (calls 3 and 4)
         check(make, [(X, True, b), (X, True, b), (X, False, b), (X, False, b),
                      (X * 2.0, True, b)], graph_calls=sliced)
+
+
+# seeds 63156 and 66449 (the 10,000-program run on 9250045): numbers the host rebinds ------
+# A number the host rebinds (`n += 1` in a loop the TF part unrolls, a `while` counter)
+# read by a conditional expression whose sides are TF work: the TF part took the test as
+# fixed for the call, at the value it had when the call began, and computed the other
+# side (V_v 4x eager's; a list holding `x` where eager's held `n`). Fixed by 6f9de44 (the
+# expression's host temporary stays on the host) and e2b81e8 (a rebound number is not
+# fixed for the call); both programs differ on 9250045.
+def test_seed63156_a_number_rebound_in_an_unrolled_loop_decides_a_tf_expression():
+    def make(log):
+        v = tf.Variable(tf.zeros([3]))
+
+        def main(x, n, scale):
+            for k7 in range(x.shape[0]):
+                v.assign_add(tf.fill([3], (tf.reduce_sum(x) if k7 % 2 == 0 else x[0])
+                                     if n % 2 == 0 else tf.reduce_sum(x) * scale))
+                n += 1
+            return n
+        return main, {"v": v}
+    # (the expression's sum and product run on the host, eagerly, as the test needs)
+    check(make, [(X, 0, 0.5), (X, 0, 0.5), (X * 2.0, 0, 0.5), (-X, 0, 0.5)],
+          host_ops_allowed=frozenset({"Sum", "Mul"}))
+
+
+def test_seed66449_a_while_counter_decides_a_conditional_expression_after_it():
+    def make(log):
+        def main(x, n, flag):
+            c7 = 0
+            lim8 = 1 + 1
+            while c7 < lim8:
+                c7 += 1
+            l11 = [n if c7 % 2 == 0 else x]
+            return [flag, l11]
+        return main, {}
+    check(make, [(X, 3.0, True), (X, 3.0, True), (X * 2.0, 3.0, True), (-X, 3.0, True)])
