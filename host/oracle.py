@@ -271,7 +271,10 @@ def _all_tf_below(layer: Any) -> bool:
 
 
 def _tf_callable_object(obj: Any) -> bool:
-    if not isinstance(obj, tf.Module):  # Keras layers are tf.Modules too
+    """A module or layer whose calls are TF work (tf.keras's layers are tf.Modules,
+    Keras 3's are not: `self.blocks = [Block(...), ...]` in a Keras 3 model)."""
+    if not isinstance(obj, tf.Module) and not (
+            keras is not None and isinstance(obj, keras.layers.Layer)):
         return False
     return classify(obj) in (Kind.TF_OP, Kind.TF_EFFECT_OP)
 

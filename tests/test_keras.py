@@ -482,3 +482,46 @@ def test_reading_a_keras_variable_on_the_host_in_a_sliced_step():
         return train_step, weights(model, opt)
     under = check(make, [(X, Y)] * 5)
     assert [entry[0] for entry in under.log] == [1, 2, 3, 4, 5]
+
+
+class Block(keras.layers.Layer):
+    def __init__(self, units):
+        super().__init__()
+        self.dense = keras.layers.Dense(units, activation="relu")
+
+    def call(self, x):
+        return x + self.dense(x)
+
+
+class BlockStack(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.blocks = [Block(4) for _ in range(3)]
+        self.head = keras.layers.Dense(1)
+
+    def call(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def test_a_model_calling_a_list_of_its_own_blocks_runs_in_the_graph():
+    """`for block in self.blocks: x = block(x)` in a Keras 3 model's `call` (residual
+    stacks, transformer layers): the list's layers are Keras 3 layers, which are not
+    tf.Modules, so the list was not taken as one of TF callables and every step ran
+    eagerly ("`for b in self.blocks:` runs on the host"). Keras 3 refuses new layers in a
+    built model, so the list the TF part unrolled is the one eager iterates."""
+    def make(log):
+        keras.utils.set_random_seed(2)
+        model = BlockStack()
+        model(X)
+        opt = keras.optimizers.Adam(0.01)
+
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        return train_step, weights(model, opt)
+    check(make, [(X, Y)] * 5)
