@@ -138,7 +138,7 @@ class SlicePlan:
 
     def user_terms(self, text: str, quote: bool = True) -> str:
         """`text` (a message, a line of explain) without the slicer's temporaries."""
-        return user_terms(text, dict(self.temporaries), quote) if self.temporaries else text
+        return user_terms(text, dict(self.temporaries), quote)
 
     def spell(self, name: str) -> str:
         """A crossing's name for a message: `loss`, or `model.variables` for a temporary."""

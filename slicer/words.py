@@ -18,6 +18,8 @@ from gpe.slicer import nodes
 from gpe.slicer.templates import source_of
 
 TEMPORARY = re.compile(r"\b_gpe_[ht]\d+\b")
+# a variable the host reads, read in the TF part (hoist._read_value): `v.read_value()`
+READ_VARIABLE = re.compile(r"_gpe_rt\.read_variable\(([^()]*)\)")
 
 
 def temporaries(fn: gast.FunctionDef) -> dict[str, str]:
@@ -34,6 +36,8 @@ def temporaries(fn: gast.FunctionDef) -> dict[str, str]:
 def user_terms(text: str, temps: Mapping[str, str], quote: bool = True) -> str:
     """`text` with every temporary replaced by its expression (in backticks: `quote`).
     A line that only binds one (`_gpe_h0 = expr`) reads as the expression."""
+    text = READ_VARIABLE.sub(r"\1.read_value()", text).replace(
+        "_gpe_rt.read_variable", "read_value")
     bound = re.match(r"\s*(_gpe_[ht]\d+) = ", text)
     if bound and bound.group(1) in temps:
         text = text[bound.end():]
