@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import re
 
+import tensorflow as tf
+
 from gpe.tfprog.part import LINE_SCOPE
+from gpe.tfprog.replica_part import CANCELLED
 
 RAISED_IN_GRAPH = "raised in the TF part of"  # the note on an error the graph raised
 ROOT_ERROR = re.compile(r"\(\d+\) ([A-Z_]+):\s*(.*)")  # "(0) INVALID_ARGUMENT:  text"
@@ -64,3 +67,17 @@ def _node_type(node: str, parts: list) -> str | None:
                 if n.name == node:
                     return n.op
     return None
+
+
+def host_left_replicated_call(failure) -> bool:
+    """The sink failed only because the host left a replicated call (an exception in a
+    replica's host part: its TF part's cancel assert, tfprog/replica_part.CANCELLED, and
+    TensorFlow's cancellation of the other replicas): no error of the program's; eagerly
+    strategy.run raised the host's exception and nothing of the step was applied."""
+    if not isinstance(failure, tf.errors.InvalidArgumentError):
+        return False
+    roots = [m for m in map(ROOT_ERROR.match, (ln.strip() for ln in
+                                               failure.message.splitlines())) if m]
+    ours = [m for m in roots if CANCELLED in m.group(2)]
+    return bool(ours) and all(m in ours or m.group(1) == "CANCELLED" for m in roots) \
+        or not roots and CANCELLED in failure.message

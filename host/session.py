@@ -280,7 +280,9 @@ class Session:
                     ready = 1
                     self.blocking.dequeue(self.done.queue_ref, [tf.int32])
         except (tf.errors.CancelledError, tf.errors.OutOfRangeError, RuntimeError) as exc:
-            self.raise_failure("the sink's acknowledgements", exc)
+            if graph_error.host_left_replicated_call(self.failure):
+                return count  # the program raised its own error there; the next call
+            self.raise_failure("the sink's acknowledgements", exc)  # starts afresh
         self.acknowledged += ready
         if self.acknowledged >= self._ready_after and self.sink_ready == float("inf"):
             self.sink_ready = time.perf_counter()
