@@ -428,6 +428,18 @@ def test_regularisation_losses_in_a_conditional_expression_run_in_the_graph(regu
     check(make, [(X, Y)] * 4)
 
 
+def mse_step(model, opt):
+    """The guides' custom step: MSE in a tape, apply_gradients."""
+
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(x) - y))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+    return train_step
+
+
 class TextModel(keras.Model):
     def __init__(self):
         super().__init__()
@@ -453,14 +465,7 @@ def test_an_embedding_fed_a_numpy_array_of_ids_runs_in_the_graph():
         model = TextModel()  # (a Sequential's input layer converts the ids first)
         model(ids)
         opt = keras.optimizers.SGD(0.1)
-
-        def train_step(x, y):
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_mean(tf.square(model(x) - y))
-            grads = tape.gradient(loss, model.trainable_variables)
-            opt.apply_gradients(zip(grads, model.trainable_variables))
-            return loss
-        return train_step, weights(model, opt)
+        return mse_step(model, opt), weights(model, opt)
     check(make, [(ids, labels)] * 5)
 
 
@@ -516,12 +521,5 @@ def test_a_model_calling_a_list_of_its_own_blocks_runs_in_the_graph():
         model = BlockStack()
         model(X)
         opt = keras.optimizers.Adam(0.01)
-
-        def train_step(x, y):
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_mean(tf.square(model(x) - y))
-            grads = tape.gradient(loss, model.trainable_variables)
-            opt.apply_gradients(zip(grads, model.trainable_variables))
-            return loss
-        return train_step, weights(model, opt)
+        return mse_step(model, opt), weights(model, opt)
     check(make, [(X, Y)] * 5)
