@@ -294,3 +294,5 @@ def test_a_guard_failure_is_told_against_the_nearest_variant():
     assert sliced.stats()["guard_failures"] == {  # (the first: the smaller batch's)
         "argument x: expected tensor float32(8, 6), got tensor float32(3, 6)": 1,
         "model: expected the object seen when sliced, got another one": 1}
+    # each batch size: a profile call, then sliced calls (the swapped model's: profiled)
+    assert sliced.stats()["graph_calls"] == 2 + 2, sliced.stats()
