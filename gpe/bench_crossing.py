@@ -31,6 +31,10 @@ def _empty(x):
     return x
 
 
+def _part_number_only():
+    _state.assign_add(1.0)
+
+
 def _plus_one(x):
     return x + 1.0
 
@@ -54,15 +58,19 @@ def _channel(sliced, kind: ChannelKind):
     return registration.channels[index].handle, registration.index, variant.session
 
 
-def _floors(x, send_only, plus_one):
+def _floors(x, send_only, plus_one, no_entry):
     """The sink fed by bare queue operations: a call's entry value and part number (and,
-    round trip, the dequeue of its result), as gpe's host code sends them, less gpe."""
+    round trip, the dequeue of its result), as gpe's host code sends them, less gpe; and
+    a part number alone, to a part with no entry values (what one queue operation per call,
+    the entry values and the part number sent together, could cost at best)."""
     entry, part, session = _channel(send_only, ChannelKind.ENTRY)
+    only = next(iter(no_entry.variants.values())).registration().index
     rt_entry, rt_part, _ = _channel(plus_one, ChannelKind.ENTRY)
     result, _, _ = _channel(plus_one, ChannelKind.OUTPUT)
     # each part's sink (host/sinks.py): its control queue and its slot there
     _, control, part = session.routes[part]
     _, rt_control, rt_part = session.routes[rt_part]
+    _, only_control, only = session.routes[only]
 
     def sent(n):  # the session counts the calls it sent (its fence waits for them)
         with session.blocking:
@@ -81,7 +89,12 @@ def _floors(x, send_only, plus_one):
             gen_data_flow_ops.queue_enqueue_v2(rt_control, [rt_part])
             float(gen_data_flow_ops.queue_dequeue_v2(result, [tf.float32])[0])
         sent(n)
-    return send, round_trip
+
+    def part_number(n):
+        for _ in range(n):
+            gen_data_flow_ops.queue_enqueue_v2(only_control, [only])
+        sent(n)
+    return send, round_trip, part_number
 
 
 def crossing(calls: int = 2000, repeats: int = 5) -> list[tuple[str, float, str]]:
@@ -90,9 +103,12 @@ def crossing(calls: int = 2000, repeats: int = 5) -> list[tuple[str, float, str]
     eager_fn = tf.function(_plus_one, autograph=False)
     send_only, empty, plus_one = (gpe.function(f, adaptive=False)  # measure the sliced path
                                   for f in (_send_only, _empty, _plus_one))
+    no_entry = gpe.function(_part_number_only, adaptive=False)
     for f in (send_only, empty, plus_one):  # profile calls, then build and first graph runs
         for _ in range(5):
             f(x)
+    for _ in range(5):
+        no_entry()
     float(plus_one(x))
     float(empty(x))
 
@@ -123,7 +139,7 @@ def crossing(calls: int = 2000, repeats: int = 5) -> list[tuple[str, float, str]
         for _ in range(n):
             eager_fn(x)
 
-    floor_send, floor_round_trip = _floors(x, send_only, plus_one)
+    floor_send, floor_round_trip, floor_one = _floors(x, send_only, plus_one, no_entry)
     rows = [
         ("eager op (x + 1.0)", _median_us(eager, calls, repeats), "reference"),
         ("tf.function call (x + 1.0)", _median_us(graph, calls, repeats), "reference"),
@@ -135,6 +151,8 @@ def crossing(calls: int = 2000, repeats: int = 5) -> list[tuple[str, float, str]
          _median_us(pipelined(send_only), calls, repeats), "target < 25"),
         ("  floor: its 2 bare enqueues into the running sink",
          _median_us(floor_send, calls, repeats), ""),
+        ("  floor: 1 bare enqueue (a part number alone, no entry value)",
+         _median_us(floor_one, calls, repeats), ""),
         ("empty sliced call, pipelined (x in, x out, not read)",
          _median_us(pipelined(empty), calls, repeats), ""),
         ("TF->host receive, round trip (float(f(x)) each call)",

@@ -154,7 +154,7 @@ def test_gpe_bench_reports_every_crossing(tmp_path):
                tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [line for line in done.stdout.splitlines() if line and not line.startswith("operation")]
-    assert len(rows) == 9  # 7 measures and the 2 floors (bare queue operations)
+    assert len(rows) == 10  # 7 measures and the 3 floors (bare queue operations)
     for row in rows:
         wall, ratio, cpu = (float(v) for v in row[row.index("  ", 40):].split()[:3])
         assert 0 < wall < 1e6 and 0 < ratio and 0 < cpu < 1e6, row
