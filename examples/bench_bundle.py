@@ -66,6 +66,16 @@ def timed_build(*args, **kwargs):  # the session's sink made for the new part
     finally:
         sink_s[0] += time.perf_counter() - t
 session.build_sink = timed_build
+from gpe.tfprog import sink as sink_module
+prepare_s = [0.0]
+prepare = sink_module.Sink.prepare
+def timed_prepare(self, stop):  # TensorFlow instantiating the sink (its own thread)
+    t = time.perf_counter()
+    try:
+        return prepare(self, stop)
+    finally:
+        prepare_s[0] += time.perf_counter() - t
+sink_module.Sink.prepare = timed_prepare
 cpu = time.process_time()
 start = time.perf_counter()
 ready = None
@@ -84,12 +94,13 @@ while True:
     if step.stats()["graph_calls"]:
         float(loss)
         break
-print(ready - start, sink_s[0], time.perf_counter() - start, time.process_time() - cpu,
-      step.stats()["profile_calls"])
+print(ready - start, sink_s[0], prepare_s[0], time.perf_counter() - start,
+      time.process_time() - cpu, step.stats()["profile_calls"])
 """
 
 PHASES = ["its variant is ready (before the session runs it)",
           "the session's sink is made for it (wall time inside build_sink)",
+          "TensorFlow has instantiated the sink (wall time inside Sink.prepare)",
           "the first sliced call has returned",
           "the first sliced call has returned, in CPU time (all threads)"]
 
@@ -99,7 +110,7 @@ def measure(bundle: str, warm: bool) -> tuple[list[float], int]:
         out = subprocess.run([sys.executable, "-c", CHILD.format(here=HERE, bundle=bundle,
                                                                  warm=warm)],
                              cwd=cwd, capture_output=True, text=True, check=True, timeout=300)
-    *seconds, profiled = out.stdout.split()[-5:]
+    *seconds, profiled = out.stdout.split()[-6:]
     return [float(s) for s in seconds], int(profiled)
 
 
