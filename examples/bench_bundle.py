@@ -4,19 +4,20 @@
     python examples/bench_bundle.py /tmp/mylib_bundle [--repeats 5] [--warm]
 
 Each measurement is a fresh process; the clock starts after `import tensorflow, gpe` and
-stops (1) when the function's variant is ready, before the session runs it, and (3) when
+stops (1) when the function's variant is ready, before the session runs it, and (4) when
 the first call that ran in the graph has returned its loss (float(loss)); (2) is the wall
-time spent making the session's sink program for the new part (tfprog/sink.py), and (4)
-is (3) in CPU time of all threads (steadier than wall time on a loaded machine). From
-source, (1) takes importing mylib, the profile calls (run eagerly), slicing and tracing
-the TF part; from the bundle, gpe.load (checks, imports mylib, binds the variables).
-(3) adds, either way, what the session does for a new TF part: it makes its sink (from
-source: a wrapper traced for the part and, once per process, the sink's templates; from
-the bundle nothing is traced, it carries both) and TensorFlow instantiates the sink with
-the part inlined at its first run, then runs each kernel for the first time (oneDNN's
-primitives). --warm lets TensorFlow pay its own one-time costs (its first matmul, its first
-function with a queue) before the clock, as any program that used TensorFlow before
-calling the library has. Prints medians and ratios.
+time spent making the session's sink program for the new part (tfprog/sink.py), (3) the
+wall time TensorFlow spent instantiating that sink (Sink.prepare, on the session's
+instantiating thread), and (5) is (4) in CPU time of all threads (steadier than wall time
+on a loaded machine). From source, (1) takes importing mylib, the profile calls (run
+eagerly), slicing and tracing the TF part; from the bundle, gpe.load (checks, imports
+mylib, binds the variables). (4) adds, either way, what the session does for a new TF
+part: it makes its sink (from source: a wrapper traced for the part and, once per process,
+the sink's templates; from the bundle nothing is traced, it carries both), TensorFlow
+instantiates the sink with the part inlined, then runs each kernel for the first time
+(oneDNN's primitives). --warm lets TensorFlow pay its own one-time costs (its first matmul,
+its first function with a queue) before the clock, as any program that used TensorFlow
+before calling the library has. Prints medians and ratios.
 
 Measured on the 2-core machine shared with the test suite (load about 9, medians of 5;
 before = the sink traced in Python for every part set):
@@ -26,10 +27,29 @@ before = the sink traced in Python for every part set):
   the same in CPU time:              source  302 ms, bundle  146 ms (2.1x; before 1.7x)
   with --warm, first call returned:  source 1219 ms, bundle  501 ms (2.4x; before 1.9x),
                                      CPU 290 ms vs 117 ms (2.5x; before 2.0x)
+Later (sink instantiated on one long-lived thread; load 0.4 to 1.2, medians of 5): ready
+149 vs 25 ms (6.0x), first call returned 226 vs 111 ms (2.0x), CPU 227 vs 109 ms (2.1x);
+at load 3, TensorFlow instantiating the sink (3): 59 to 71 ms from source, 75 to 93 ms
+from the bundle.
+
 The 5x of the issue is reached until the variant is ready, not until the first call
-returned: what is left there is TensorFlow's (instantiating the sink with the part inlined:
-placement, grappler, oneDNN's graph rewrite; the first run of each kernel), paid from
-source too, and importing mylib (its variables).
+returned. Where the bundle's ~110 ms CPU to its first call goes (perf record -g over the
+timed part, TF_CPP_VMODULE=meta_optimizer=1,process_function_library_runtime=2, thread
+CPU inside Sink.prepare): importing mylib ~15 ms and gpe.load's own work ~12 ms; the
+first call's host side ~20 ms (its queues, the packed handles, each a first eager op that
+TensorFlow runs as a function); instantiating the sink 45 to 65 ms of the instantiating
+thread's CPU, of which oneDNN's layout pass asking the kernel registry about each op
+(MklLayoutRewritePass -> mkl_op_registry::IsMklOp, a whole-registry scan per op and type
+the first time a thread asks) is about half, grappler about 10 ms (only its model pruner
+changes the graph), the thread's own first eager ops (its stop queue) about 10 ms; then
+the first run, mostly oneDNN generating its sgemm kernels (avx512_common_gemm_f32, all
+16 at the first sgemm of the process) ~27 ms. These are TensorFlow's first-time costs,
+paid from source too (there partly during the eager profile calls), and none can be
+saved in a bundle: TensorFlow keeps no instantiated graph or generated kernel across
+processes. The bundle's sink is also larger than the one from source (162 against 146
+nodes, 324 against 251 edges after pruning): the part is traced for a batch dimension of
+None, so its gradients compute shapes at run time and its assignments wait on the ops that
+may then fail (errors surface where eager raises them).
 """
 import argparse
 import os
@@ -66,6 +86,16 @@ def timed_build(*args, **kwargs):  # the session's sink made for the new part
     finally:
         sink_s[0] += time.perf_counter() - t
 session.build_sink = timed_build
+from gpe.tfprog import sink as sink_module
+prepare_s = [0.0]
+prepare = sink_module.Sink.prepare
+def timed_prepare(self, stop):  # TensorFlow instantiating the sink (its own thread)
+    t = time.perf_counter()
+    try:
+        return prepare(self, stop)
+    finally:
+        prepare_s[0] += time.perf_counter() - t
+sink_module.Sink.prepare = timed_prepare
 cpu = time.process_time()
 start = time.perf_counter()
 ready = None
@@ -84,12 +114,13 @@ while True:
     if step.stats()["graph_calls"]:
         float(loss)
         break
-print(ready - start, sink_s[0], time.perf_counter() - start, time.process_time() - cpu,
-      step.stats()["profile_calls"])
+print(ready - start, sink_s[0], prepare_s[0], time.perf_counter() - start,
+      time.process_time() - cpu, step.stats()["profile_calls"])
 """
 
 PHASES = ["its variant is ready (before the session runs it)",
           "the session's sink is made for it (wall time inside build_sink)",
+          "TensorFlow has instantiated the sink (wall time inside Sink.prepare)",
           "the first sliced call has returned",
           "the first sliced call has returned, in CPU time (all threads)"]
 
@@ -99,7 +130,7 @@ def measure(bundle: str, warm: bool) -> tuple[list[float], int]:
         out = subprocess.run([sys.executable, "-c", CHILD.format(here=HERE, bundle=bundle,
                                                                  warm=warm)],
                              cwd=cwd, capture_output=True, text=True, check=True, timeout=300)
-    *seconds, profiled = out.stdout.split()[-5:]
+    *seconds, profiled = out.stdout.split()[-6:]
     return [float(s) for s in seconds], int(profiled)
 
 

@@ -66,6 +66,8 @@ class Bundle:
     index: dict
     library: dict[str, function_pb2.FunctionDef]  # by (bundle) name
     host: dict[str, str] = field(default_factory=dict)  # qualified name -> host source
+    # reachable()'s answers, by the names asked (the library does not change once read)
+    reach: dict[tuple, list[str]] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def functions(self) -> dict[str, dict]:
@@ -227,7 +229,15 @@ def _check_host(path: str, rel: str, data: bytes) -> str:
 
 
 def reachable(bundle: Bundle, names: list[str]) -> list[str]:
-    """The FunctionDefs `names` call, directly or not, with `names`, callees first."""
+    """The FunctionDefs `names` call, directly or not, with `names`, callees first (asked
+    for each entry at load, again at its first call: kept on the bundle)."""
+    key = tuple(names)
+    if key not in bundle.reach:
+        bundle.reach[key] = _reachable(bundle, names)
+    return list(bundle.reach[key])
+
+
+def _reachable(bundle: Bundle, names: list[str]) -> list[str]:
     order: list[str] = []
     seen: set[str] = set()
 
