@@ -200,9 +200,9 @@ class Session:
 
     def _run(self, sink, previous: threading.Thread | None, prepared: threading.Event | None,
              pins: list, generation: int) -> None:
-        use_exact_arithmetic_on_this_thread()
         _sink_thread.inside = True  # it runs the calls: it never waits for them
-        try:
+        try:  # (everything inside: a failure here must fail the calls, not hang them)
+            use_exact_arithmetic_on_this_thread()
             if prepared is not None:  # instantiated on the session's instantiating thread
                 prepared.wait()
             if previous is not None:

@@ -93,12 +93,15 @@ def locate(index: int) -> tuple[int, int]:
 
 class Instantiator:
     """The thread on which TensorFlow instantiates the session's sinks (see above), one
-    after another, as they are made."""
+    after another, as they are made. Each job is a sink and its stop queue, made on the
+    calling thread (its ops' answers are cached there already; a queue made on the new
+    instantiating thread cost it about 10 ms of its first sink's time)."""
 
     def __init__(self):
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._stop: tf.queue.FIFOQueue | None = None  # given one STOP per job
 
     def prepare(self, sink) -> threading.Event | None:
         """Instantiate `sink` on the instantiating thread; returns an event set once done
@@ -108,21 +111,23 @@ class Instantiator:
         done = threading.Event()
         with self._lock:
             if self._thread is None or not self._thread.is_alive():  # (new, or after a fork)
+                self._stop = tf.queue.FIFOQueue(-1, [tf.int32])  # as a group's control queue
                 self._thread = threading.Thread(target=self._run, name="gpe-instantiator",
                                                 daemon=True)
                 self._thread.start()
-            self._jobs.put((sink, done))
+            sink.stop_for_prepare(self._stop)
+            self._jobs.put((sink, self._stop, done))
         return done
 
     def _run(self) -> None:
-        # the sink's thread's call options: they are part of TensorFlow's kernel cache key
-        use_exact_arithmetic_on_this_thread()
-        stop = None
+        options_set = False
         while True:
-            sink, done = self._jobs.get()
+            sink, stop, done = self._jobs.get()
             try:
-                if stop is None:
-                    stop = tf.queue.FIFOQueue(-1, [tf.int32])  # as a group's control queue
+                if not options_set:
+                    # the sink's thread's call options: part of TensorFlow's kernel cache key
+                    use_exact_arithmetic_on_this_thread()
+                    options_set = True
                 sink.prepare(stop)
             except Exception as exc:  # noqa: BLE001 (its own run raises it where it is seen)
                 log.debug("instantiating a sink failed: %s", exc)

@@ -126,3 +126,58 @@ def test_each_new_sink_is_instantiated_on_the_one_instantiating_thread_first(mon
         assert thread != "gpe-instantiator"
         assert seen.index(("prepare", name, "gpe-instantiator")) < \
             seen.index(("run", name, thread)), seen
+
+
+class _Recorded:
+    """A stand-in for a sink, recording where it was prepared."""
+
+    def __init__(self):
+        self.prepared_on = None
+
+    @staticmethod
+    def stop_for_prepare(stop):
+        stop.enqueue(tf.constant(-1, tf.int32))
+
+    def prepare(self, stop):
+        assert int(stop.dequeue()) == -1  # the STOP the calling thread gave it
+        self.prepared_on = threading.current_thread().name
+
+
+@pytest.mark.timeout(60)
+def test_an_instantiating_thread_whose_setup_fails_still_answers_every_job(monkeypatch):
+    """Setting the instantiating thread's call options failed outside the job's `try`:
+    the thread died and the sink thread waited for it for ever (its call hung)."""
+    failures = [RuntimeError("the thread's options could not be set")]
+
+    def failing_once():
+        if failures:
+            raise failures.pop()
+    monkeypatch.setattr(sinks, "use_exact_arithmetic_on_this_thread", failing_once)
+    instantiator = sinks.Instantiator()
+    first, second = _Recorded(), _Recorded()
+    assert instantiator.prepare(first).wait(30)  # its job failed, and was answered
+    assert first.prepared_on is None
+    assert instantiator.prepare(second).wait(30)
+    assert second.prepared_on == "gpe-instantiator"
+
+
+@pytest.mark.timeout(300)
+def test_a_sink_thread_whose_setup_fails_fails_the_call_and_the_next_one_runs(monkeypatch):
+    """The sink thread's setup raising killed the thread before its `try`: the call sent
+    to it waited for ever. Now the call fails with that error, and the next call (a fresh
+    generation of the session) runs sliced."""
+    failures = [RuntimeError("the sink thread's options could not be set")]
+
+    def failing_once():
+        if failures:
+            raise failures.pop()
+    monkeypatch.setattr(session_module, "use_exact_arithmetic_on_this_thread", failing_once)
+    sliced = gpe.function(make(300), profile_calls=1, adaptive=False)
+    expected = float(make(300)(X, W))
+    sliced(X, W)  # the profile call, eager
+    with pytest.raises(Exception, match="options could not be set"):
+        float(sliced(X, W))  # sent to the new sink, whose thread failed
+    assert not failures
+    assert float(sliced(X, W)) == pytest.approx(expected, rel=1e-6)
+    assert float(sliced(X, W)) == pytest.approx(expected, rel=1e-6)
+    assert sliced.stats()["graph_calls"] >= 2

@@ -129,12 +129,17 @@ class Sink:
         finally:
             self.release()
 
+    @staticmethod
+    def stop_for_prepare(stop: tf.queue.FIFOQueue) -> None:
+        """Give `stop` the STOP that one `prepare` of a sink on it will take."""
+        gen_data_flow_ops.queue_enqueue_v2(stop.queue_ref, [tf.constant(STOP, tf.int32)])
+
     def prepare(self, stop: tf.queue.FIFOQueue) -> None:
         """Have TensorFlow instantiate this sink on the calling thread, running no call:
-        run it once on `stop` (a queue like the control queue, given one STOP here) in
-        place of its control queue. The eager context keeps the instantiated function in
-        its kernel cache, so the sink's own run, on its thread, starts at once."""
-        gen_data_flow_ops.queue_enqueue_v2(stop.queue_ref, [tf.constant(STOP, tf.int32)])
+        run it once on `stop` (a queue like the control queue, given one STOP by
+        `stop_for_prepare`) in place of its control queue. The eager context keeps the
+        instantiated function in its kernel cache, so the sink's own run, on its thread,
+        starts at once."""
         context.context().call_function(self.names[-1].encode(),
                                         [stop.queue_ref] + self.args[1:], 1)
 
