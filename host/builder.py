@@ -19,7 +19,7 @@ from gpe.host import oracle, signature
 from gpe.host.loader import load
 from gpe.host.speculation import NotObserved, channel_specs, stable_entry_values
 from gpe.host.variant import Variant, callee_variant
-from gpe.slicer import Refusal, SlicePlan, slice_function
+from gpe.slicer import Refusal, SlicePlan, callees, slice_function
 from gpe.slicer.plan import ChannelKind
 from gpe.tfprog.channels import Unsendable, read_variable, spec_of, structure_of
 from gpe.tfprog.part import NeedsEntry, PartError
@@ -65,17 +65,17 @@ class Builder:
                 self.taken_under[id(plan)] = assumed.plan_state()
                 return plan
         facts = dataclasses.replace(signature.facts_for(described, values), **assumed.facts())
-        with oracle.unbuilt as unbuilt:
+        with oracle.unbuilt as unbuilt, callees.Recording() as judged:
             try:
                 plan = slice_function(self.owner.fn, facts)
             except Refusal:
-                self._unbuilt(unbuilt)
+                self._unbuilt(unbuilt, judged)
                 raise
             except Exception as exc:  # a slicer defect: the call runs eagerly, with why
                 log.debug("slicing %s failed", self.owner.__qualname__, exc_info=True)
                 raise Refusal("slicer-error", f"the slicer failed: {type(exc).__name__}: "
                               f"{exc}") from exc
-        self._unbuilt(unbuilt)
+        self._unbuilt(unbuilt, judged)
         candidates.append((plan, self._capture_types(plan, values)))
         self.last_plan = plan
         self.taken_under[id(plan)] = assumed.plan_state()
@@ -90,9 +90,12 @@ class Builder:
         taken for a call: a recursive call profiled meanwhile may have changed it."""
         return self.taken_under.get(id(plan)) == self.owner.assumed.plan_state()
 
-    def _unbuilt(self, layers: list) -> None:
+    def _unbuilt(self, layers: list, judged: list) -> None:
         """A user's Keras layer not built yet (its first call builds it) was judged: slice
-        again at the next call rather than keep a plan that runs it on the host."""
+        again at the next call rather than keep a plan that runs it on the host, and
+        judge again the callees judged meanwhile (`self.forward(x)` calling the model)."""
+        if layers:
+            callees.forget(judged)
         if layers and self.unbuilt_tries < MAX_UNBUILT_TRIES:
             self.unbuilt_tries += 1
             raise NotBuilt(f"{type(layers[0]).__name__} is not built yet", retry=True)

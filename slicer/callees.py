@@ -12,11 +12,14 @@ treats the call as TF work: it would be frozen when the callee is traced). The k
 stays in the caller's TF part, where it becomes a call of the callee's own FunctionDef
 (no inlining). Anything else (host statements, recursion, *args) leaves the call on the
 host. Results are cached per function (weakly: a function no longer used elsewhere is
-collected with its closure), argument kinds and the objects' identities.
+collected with its closure), argument kinds and the objects' identities; a caller whose
+slice turns out provisional (a user's Keras layer met before its first call built it)
+`forget`s the judgements made during it (listed by a `Recording`).
 """
 from __future__ import annotations
 
 import inspect
+import threading
 import types
 import weakref
 from typing import Any, Callable, NamedTuple
@@ -88,9 +91,46 @@ def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse,
     try:
         results[key] = (judged, [weakref.ref(o) for o in held]) if held else (
             judged if judged is not None and judged.tests else judged and judged.kind)
+        if _written.entries is not None:
+            _written.entries.append((weakref.ref(fn), key))
     except TypeError:  # an object without weak references: judged again next time
         pass
     return judged
+
+
+class _Written(threading.local):
+    """The judgements cached inside a `Recording` block, as (function, key)."""
+
+    def __init__(self):
+        self.entries: list | None = None
+
+
+_written = _Written()
+
+
+class Recording:
+    """Record the judgements cached inside the block, for `forget`: a judgement may turn
+    out provisional (a user's Keras layer met before its first call built it is not TF
+    work yet; the caller slices again once it is built, and must judge again). A class,
+    not a generator: the slicer's Refusal is a frozen exception (contextlib's generator
+    manager sets `__traceback__` on what passes through it)."""
+
+    def __enter__(self) -> list:
+        self.outer, _written.entries = _written.entries, []
+        return _written.entries
+
+    def __exit__(self, *exc) -> None:
+        entries, _written.entries = _written.entries, self.outer
+        if self.outer is not None:
+            self.outer.extend(entries)
+
+
+def forget(entries: list) -> None:
+    """Drop the judgements a `Recording` listed from the cache."""
+    for ref, key in entries:
+        fn = ref()
+        if fn is not None:
+            _cache.get(fn, {}).pop(key, None)
 
 
 def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], objects: list, constants: list,
