@@ -64,7 +64,8 @@ class Builder:
                 self.last_plan = plan
                 self.taken_under[id(plan)] = assumed.plan_state()
                 return plan
-        facts = dataclasses.replace(signature.facts_for(described, values), **assumed.facts())
+        facts = dataclasses.replace(signature.facts_for(described, values), **assumed.facts(),
+                                    reads=oracle.method_reads)
         with oracle.unbuilt as unbuilt, callees.Recording() as judged:
             try:
                 plan = slice_function(self.owner.fn, facts)
@@ -102,7 +103,8 @@ class Builder:
 
     def _capture_types(self, plan: SlicePlan, values) -> tuple:
         lookup = self.owner.keys.lookup
-        return tuple(type(signature.resolve(g, values, lookup)) for g in plan.captures)
+        return tuple(oracle.plan_type(signature.resolve(g, values, lookup))
+                     for g in plan.captures)
 
     def profile(self, plan: SlicePlan, args, kwargs):
         """Run the function eagerly with observation points: (its result, what crossed)."""

@@ -77,7 +77,8 @@ def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse,
     constants = list(constants) + [False] * (len(arg_kinds) - len(constants))
     results = _cache.setdefault(fn, {})
     held = [o for o in objects if o is not MISSING]
-    key = tuple(arg_kinds) + tuple(constants) * any(constants) + tuple(id(o) for o in held)
+    key = tuple(arg_kinds) + tuple(constants) * any(constants) + tuple(id(o) for o in held) \
+        + (facts.reads is not None,)
     if key in results and not held:
         cached = results[key]
         return cached if cached is None or isinstance(cached, Judged) else Judged(cached)
@@ -159,7 +160,8 @@ def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], objects: list, const
             return None
     try:
         parsed = parse(fn)
-        analyse(parsed, Facts(args=args, classify=facts.classify, objects=held))
+        analyse(parsed, Facts(args=args, classify=facts.classify, objects=held,
+                               reads=facts.reads))
     except (Refusal, SyntaxError, TypeError, ValueError):
         return None
     sent = {p.name: i for i, p in enumerate(params) if p.name in args and
@@ -216,7 +218,8 @@ def _method(method: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse
     _active.add(fn)
     try:
         parsed = parse(fn)
-        analyse(parsed, Facts(args=args, classify=facts.classify, objects={this: obj}))
+        analyse(parsed, Facts(args=args, classify=facts.classify, objects={this: obj},
+                               reads=facts.reads))
     except (Refusal, SyntaxError, TypeError, ValueError):
         return None
     finally:

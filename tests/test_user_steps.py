@@ -24,6 +24,150 @@ Y = tf.constant(RNG.normal(size=(8, 1)).astype(np.float32))
 LABELS = tf.constant(RNG.integers(0, 3, size=8))
 
 
+class Regressor(keras.Model):
+    """The guide's model: layers in __init__, a `call`, and a step of its own that asks
+    Keras for the compiled loss."""
+
+    def __init__(self):
+        super().__init__()
+        self.hidden = keras.layers.Dense(8, activation="relu")
+        self.out = keras.layers.Dense(1)
+
+    def call(self, x, training=False):
+        return self.out(self.hidden(x))
+
+    def train_step_fn(self, x, y):
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compute_loss(x=x, y=y, y_pred=y_pred)
+        grads = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+        return loss
+
+
+def regressor():
+    keras.utils.set_random_seed(1)
+    return Regressor()
+
+
+def compiled_regressor(loss="mse"):
+    model = regressor()
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss=loss)
+    model(X)
+    return model
+
+
+def model_weights(model):
+    out = {f"w{i}": v for i, v in enumerate(model.weights)}
+    out["iterations"] = model.optimizer.iterations
+    return out
+
+
+def test_keras_compute_loss_in_a_models_own_step_runs_in_the_graph():
+    def make(log):
+        model = compiled_regressor()
+        return Regressor.train_step_fn, model_weights(model), [(model, X, Y)] * 6
+
+    # Keras builds the compiled loss at its first call: that call runs eagerly (gpe
+    # slices again once it is built), then one profile call
+    under = check(make, None, graph_calls=4)
+    assert under.target.stats()["eager_calls"] == 2
+
+
+def test_compute_loss_with_y_and_y_pred_only_decorated_method():
+    """`self.compute_loss(y=y, y_pred=y_pred)` in a method decorated with gpe.function,
+    called as `model.train_step_fn(x, y)` in a loop, with a metric and a print."""
+    def program(wrap, log):
+        class Model(Regressor):
+            @wrap
+            def train_step_fn(self, x, y):
+                with tf.GradientTape() as tape:
+                    y_pred = self(x, training=True)
+                    loss = self.compute_loss(y=y, y_pred=y_pred)
+                grads = tape.gradient(loss, self.trainable_variables)
+                self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+                self.tracker.update_state(loss)
+                return loss
+
+        keras.utils.set_random_seed(2)
+        model = Model()
+        model.tracker = keras.metrics.Mean()
+        model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mae")
+        model(X)
+        losses = []
+        for step in range(6):
+            loss = model.train_step_fn(X, Y)
+            losses.append(loss)
+            if step % 2:
+                print(step, float(loss))
+        variables = dict(model_weights(model), total=model.tracker.variables[0])
+        return losses, variables
+
+    (step,) = differential(program)
+    assert step.stats()["graph_calls"] == 4  # (the compiled loss built, then a profile call)
+
+
+def test_recompiled_loss_is_not_the_one_traced():
+    """`model.compile(loss=...)` again between calls: the next step uses the new loss, as
+    eagerly (the TF part captured the old one: the call key holds the compiled loss)."""
+    def program(wrap, log):
+        model = compiled_regressor()
+        step = wrap(Regressor.train_step_fn)
+        losses = []
+        for i in range(8):
+            if i == 4:
+                model.compile(optimizer=model.optimizer, loss="mae")
+            losses.append(step(model, X, Y))
+        return losses, model_weights(model)
+
+    (step,) = differential(program)
+    assert step.stats()["graph_calls"] == 4  # two eager calls after each compile
+
+
+def guide_step(model, x, y):
+    with tf.GradientTape() as tape:
+        loss = model.compute_loss(y=y, y_pred=model(x, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    model.optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+
+def sequential():
+    keras.utils.set_random_seed(5)
+    return keras.Sequential([keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
+
+
+@pytest.mark.parametrize("make_model", [regressor, sequential])
+def test_keras_compute_loss_of_a_user_loss_with_side_effects_stays_eager(make_model):
+    """A user's loss function that appends to a log: Keras calls it inside compute_loss,
+    so the call is host work (traced once, the log would get one entry: it did for a
+    Sequential model, any of whose Keras methods counted as TF work)."""
+    def program(wrap, log):
+        def noisy_mse(y_true, y_pred):
+            log.append("loss")
+            return tf.reduce_mean(tf.square(y_true - y_pred), axis=-1)
+        model = make_model()
+        model.compile(optimizer=keras.optimizers.SGD(0.05), loss=noisy_mse)
+        model(X)
+        step = wrap(guide_step)
+        return [step(model, X, Y) for _ in range(4)], model_weights(model)
+
+    differential(program)
+
+
+def test_keras_compute_loss_of_a_sequential_model_runs_in_the_graph():
+    def program(wrap, log):
+        model = sequential()
+        model.compile(optimizer=keras.optimizers.Adam(0.01),
+                      loss=keras.losses.Huber(delta=0.5))
+        model(X)
+        step = wrap(guide_step)
+        return [step(model, X, Y) for _ in range(6)], model_weights(model)
+
+    (step,) = differential(program)
+    assert step.stats()["graph_calls"] == 4
+
+
 class Net(keras.Model):
     def __init__(self):
         super().__init__()
