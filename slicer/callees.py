@@ -82,21 +82,49 @@ def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse,
     if key in results and not held:
         cached = results[key]
         return cached if cached is None or isinstance(cached, Judged) else Judged(cached)
-    if key in results and all(ref() is o for ref, o in zip(results[key][1], held)):
-        return results[key][0]  # the same objects (not new ones at the same address)
+    if key in results and all(ref() is o for ref, o in zip(results[key][1], held)) and \
+            results[key][2] == _read_state(results[key][0], objects):
+        # the same objects (not new ones at the same address), holding what it read then
+        return results[key][0]
     _active.add(fn)
     try:
         judged = _analyse(fn, arg_kinds, objects, constants, facts, analyse)
     finally:
         _active.discard(fn)
     try:
-        results[key] = (judged, [weakref.ref(o) for o in held]) if held else (
+        results[key] = (judged, [weakref.ref(o) for o in held],
+                        _read_state(judged, objects)) if held else (
             judged if judged is not None and judged.tests else judged and judged.kind)
         if _written.entries is not None:
             _written.entries.append((weakref.ref(fn), key))
     except TypeError:  # an object without weak references: judged again next time
         pass
     return judged
+
+
+def _read_state(judged: Judged | None, objects: list) -> tuple:
+    """What a callee judged TF work read from its objects, as it is now (identities; a
+    Python number's value): a cached judgement holds only while it is the same (the model
+    on `self.model` replaced, a model compiled again with another loss: judged again)."""
+    if judged is None:
+        return ()
+    state = []
+    for position, below, _ in judged.reads:
+        value = objects[position]
+        try:
+            for attr in below.split(".")[1:]:
+                value = getattr(value, attr)
+        except Exception:  # noqa: BLE001 (a property that fails now: judged again)
+            return (object(),)
+        if type(value) in (bool, int, float, str):
+            state.append((type(value), value))
+        elif type(value) in (list, tuple):  # made anew on each access (`model.weights`)
+            state.append(tuple(map(id, value)))
+        elif inspect.ismethod(value):
+            state.append((id(value.__self__), id(value.__func__)))
+        else:
+            state.append(id(value))
+    return tuple(state)
 
 
 class _Written(threading.local):

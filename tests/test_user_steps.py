@@ -227,3 +227,41 @@ def test_trainer_forward_method_with_a_built_model():
         return trainer.step, variables, [(X, LABELS)] * 5
 
     check(make, None)
+
+
+class CompiledTrainer(Trainer):
+    """The loss is the model's compiled one, asked for in a method of the trainer."""
+
+    def loss(self, y, logits):
+        return self.model.compute_loss(y=y, y_pred=logits)
+
+    def step(self, x, y):
+        with tf.GradientTape() as tape:
+            logits = self.forward(x)
+            loss = self.loss(y, logits)
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.opt.apply_gradients(zip(grads, self.model.trainable_variables))
+        return loss
+
+
+def test_trainer_methods_asking_for_the_compiled_loss_judged_again_after_compile():
+    """`self.loss(y, logits)` is judged TF work once, for this trainer; compiled again with
+    a user's loss that logs, the method is judged again (host work: the log gets an entry
+    every call, as eagerly), not taken from what was judged for the first loss."""
+    def program(wrap, log):
+        def logged(y, logits):
+            log.append("loss")
+            return keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
+
+        keras.utils.set_random_seed(6)
+        model = Net()
+        model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        trainer, step, losses = CompiledTrainer(model), wrap(CompiledTrainer.step), []
+        for i in range(8):
+            if i == 5:
+                model.compile(loss=logged)
+            losses.append(step(trainer, X, LABELS))
+        return losses, {f"w{i}": v for i, v in enumerate(model.weights)}
+
+    (step,) = differential(program)
+    assert step.stats()["graph_calls"] == 3  # calls 3 to 5 (the model built, a profile)
