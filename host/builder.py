@@ -179,6 +179,15 @@ class Builder:
                 raise NotBuilt(str(exc), retry=True) from None
             raise NotBuilt(str(exc), retry=False) from None
         except NotObserved as exc:
+            names = _never_iterated(plan, runs)
+            if names and not names <= assumed.host_only:
+                # a loop the host decides never iterated in the profile calls (`for e in
+                # extra` over an empty list): slice again with the TF work that reads what
+                # its iterations would send on the host (it runs there as eager does)
+                assumed.host_only |= names
+                log.info("%s: %s; slicing again with the TF work reading %s on the host",
+                         owner.__qualname__, exc, ", ".join(sorted(names)))
+                raise NotBuilt(str(exc), retry=True) from None
             if len(runs) < MAX_PROFILE_RUNS:  # e.g. an early return on the first calls
                 raise NotBuilt(str(exc), retry=True, keep_runs=True) from None
             raise NotBuilt(f"{exc} in {len(runs)} calls", retry=False) from None
@@ -195,6 +204,17 @@ class Builder:
                          owner.__qualname__, ", ".join(relaxed), exc)
                 raise NotBuilt(str(exc), retry=True) from None
             raise NotBuilt(str(exc), retry=False) from None
+
+
+def _never_iterated(plan: SlicePlan, runs: list) -> set:
+    """The names host loops' iterations would send the TF part, where the only crossings
+    into it that no profile call reached are such loops' flags (they never iterated);
+    else an empty set (another crossing was not reached: an early return, say)."""
+    channels = [c for c in plan.channels if c.to_tf and c.names
+                and not any(c.index in run for run in runs)]
+    if not channels or any(c.kind != ChannelKind.LOOP for c in channels):
+        return set()
+    return {n for c in channels for n in c.names}
 
 
 def _host_values_only(plan: SlicePlan, runs: list) -> None:

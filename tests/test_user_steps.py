@@ -265,3 +265,31 @@ def test_trainer_methods_asking_for_the_compiled_loss_judged_again_after_compile
 
     (step,) = differential(program)
     assert step.stats()["graph_calls"] == 3  # calls 3 to 5 (the model built, a profile)
+
+
+def loop_over_extra(log):
+    w = tf.Variable(2.0)
+
+    def step(x, extra):
+        for e in extra:
+            x = x + e
+        return tf.reduce_sum(x * w)
+    return step, {"w": w}
+
+
+def test_a_loop_over_an_empty_list_argument():
+    """An empty list is described by its type only (plain data of any length), so the loop
+    is the host's and each iteration would send `e`: no profile call ever reached that
+    crossing (16 profile calls, then eager for good). The loop never iterated: gpe
+    slices again with `x + e` on the host (as eager runs it) and the rest in the graph."""
+    under = check(loop_over_extra, [(X, [])] * 6, graph_calls=4)
+    assert under.target.stats()["profile_calls"] == 2
+
+
+def test_a_loop_over_a_list_argument_empty_on_the_first_calls():
+    """The same function given numbers later (the same call key: a plain list): the host
+    adds them as eager does, on the TF part's value."""
+    calls = [(X, [])] * 3 + [(X, [1.0]), (X, []), (X, [2.0, np.float32(3.0)]), (X, [])]
+    under = check(loop_over_extra, calls, graph_calls=5,
+                  host_ops_allowed=frozenset({"AddV2"}))
+    assert under.host_ops == {"AddV2": 3}  # x + e, once per element, on the host
