@@ -78,7 +78,7 @@ def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse,
     results = _cache.setdefault(fn, {})
     held = [o for o in objects if o is not MISSING]
     key = tuple(arg_kinds) + tuple(constants) * any(constants) + tuple(id(o) for o in held) \
-        + (facts.reads is not None,)
+        + ("reads",) * (facts.reads is not None)  # (judged with what TF methods read)
     if key in results and not held:
         cached = results[key]
         return cached if cached is None or isinstance(cached, Judged) else Judged(cached)
