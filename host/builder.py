@@ -19,7 +19,7 @@ from gpe.host import oracle, signature
 from gpe.host.loader import load
 from gpe.host.speculation import NotObserved, channel_specs, stable_entry_values
 from gpe.host.variant import Variant, callee_variant
-from gpe.slicer import Refusal, SlicePlan, slice_function
+from gpe.slicer import Refusal, SlicePlan, callees, slice_function
 from gpe.slicer.plan import ChannelKind
 from gpe.tfprog.channels import Unsendable, read_variable, spec_of, structure_of
 from gpe.tfprog.part import NeedsEntry, PartError
@@ -64,18 +64,19 @@ class Builder:
                 self.last_plan = plan
                 self.taken_under[id(plan)] = assumed.plan_state()
                 return plan
-        facts = dataclasses.replace(signature.facts_for(described, values), **assumed.facts())
-        with oracle.unbuilt as unbuilt:
+        facts = dataclasses.replace(signature.facts_for(described, values), **assumed.facts(),
+                                    reads=oracle.method_reads)
+        with oracle.unbuilt as unbuilt, callees.Recording() as judged:
             try:
                 plan = slice_function(self.owner.fn, facts)
             except Refusal:
-                self._unbuilt(unbuilt)
+                self._unbuilt(unbuilt, judged)
                 raise
             except Exception as exc:  # a slicer defect: the call runs eagerly, with why
                 log.debug("slicing %s failed", self.owner.__qualname__, exc_info=True)
                 raise Refusal("slicer-error", f"the slicer failed: {type(exc).__name__}: "
                               f"{exc}") from exc
-        self._unbuilt(unbuilt)
+        self._unbuilt(unbuilt, judged)
         candidates.append((plan, self._capture_types(plan, values)))
         self.last_plan = plan
         self.taken_under[id(plan)] = assumed.plan_state()
@@ -90,16 +91,20 @@ class Builder:
         taken for a call: a recursive call profiled meanwhile may have changed it."""
         return self.taken_under.get(id(plan)) == self.owner.assumed.plan_state()
 
-    def _unbuilt(self, layers: list) -> None:
+    def _unbuilt(self, layers: list, judged: list) -> None:
         """A user's Keras layer not built yet (its first call builds it) was judged: slice
-        again at the next call rather than keep a plan that runs it on the host."""
+        again at the next call rather than keep a plan that runs it on the host, and
+        judge again the callees judged meanwhile (`self.forward(x)` calling the model)."""
+        if layers:
+            callees.forget(judged)
         if layers and self.unbuilt_tries < MAX_UNBUILT_TRIES:
             self.unbuilt_tries += 1
             raise NotBuilt(f"{type(layers[0]).__name__} is not built yet", retry=True)
 
     def _capture_types(self, plan: SlicePlan, values) -> tuple:
         lookup = self.owner.keys.lookup
-        return tuple(type(signature.resolve(g, values, lookup)) for g in plan.captures)
+        return tuple(oracle.plan_type(signature.resolve(g, values, lookup))
+                     for g in plan.captures)
 
     def profile(self, plan: SlicePlan, args, kwargs):
         """Run the function eagerly with observation points: (its result, what crossed)."""
@@ -174,6 +179,15 @@ class Builder:
                 raise NotBuilt(str(exc), retry=True) from None
             raise NotBuilt(str(exc), retry=False) from None
         except NotObserved as exc:
+            names = _never_iterated(plan, runs)
+            if names and not names <= assumed.host_only:
+                # a loop the host decides never iterated in the profile calls (`for e in
+                # extra` over an empty list): slice again with the TF work that reads what
+                # its iterations would send on the host (it runs there as eager does)
+                assumed.host_only |= names
+                log.info("%s: %s; slicing again with the TF work reading %s on the host",
+                         owner.__qualname__, exc, ", ".join(sorted(names)))
+                raise NotBuilt(str(exc), retry=True) from None
             if len(runs) < MAX_PROFILE_RUNS:  # e.g. an early return on the first calls
                 raise NotBuilt(str(exc), retry=True, keep_runs=True) from None
             raise NotBuilt(f"{exc} in {len(runs)} calls", retry=False) from None
@@ -190,6 +204,17 @@ class Builder:
                          owner.__qualname__, ", ".join(relaxed), exc)
                 raise NotBuilt(str(exc), retry=True) from None
             raise NotBuilt(str(exc), retry=False) from None
+
+
+def _never_iterated(plan: SlicePlan, runs: list) -> set:
+    """The names host loops' iterations would send the TF part, where the only crossings
+    into it that no profile call reached are such loops' flags (they never iterated);
+    else an empty set (another crossing was not reached: an early return, say)."""
+    channels = [c for c in plan.channels if c.to_tf and c.names
+                and not any(c.index in run for run in runs)]
+    if not channels or any(c.kind != ChannelKind.LOOP for c in channels):
+        return set()
+    return {n for c in channels for n in c.names}
 
 
 def _host_values_only(plan: SlicePlan, runs: list) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from gpe.host import keras_methods
 from gpe.slicer.facts import Kind
 from gpe.slicer.layers import judge_layer_call
 
@@ -181,6 +182,10 @@ def _keras_kind(obj: Any) -> Kind | None:
         owner = obj.__self__
         if isinstance(owner, (keras.layers.Layer, keras.optimizers.Optimizer,
                               keras.metrics.Metric)):
+            if keras_methods.reads(obj):  # `self.compute_loss(y=y, y_pred=p)`: TF work
+                # where the model and the losses it was compiled with are
+                tf_work = keras_methods.tf_method(obj, _all_tf, unbuilt.seen)
+                return Kind.TF_EFFECT_OP if tf_work else Kind.HOST
             if _keras_all_the_way(owner) and _top(obj.__func__.__module__ or "") == "keras":
                 # model.predict_step, opt.apply_gradients, metric.update_state, ...
                 return Kind.TF_EFFECT_OP
@@ -302,6 +307,10 @@ def _module_kind(module: Any) -> Kind:
 
 # a user's layer whose `call` was found to be host work -> why (for messages)
 _why_host: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+
+
+method_reads = keras_methods.reads  # what a TF method reads from its object (guarded)
+plan_type = keras_methods.plan_type  # what a plan depends on of an object it captured
 
 
 def why_host(obj: Any) -> str | None:

@@ -12,11 +12,14 @@ treats the call as TF work: it would be frozen when the callee is traced). The k
 stays in the caller's TF part, where it becomes a call of the callee's own FunctionDef
 (no inlining). Anything else (host statements, recursion, *args) leaves the call on the
 host. Results are cached per function (weakly: a function no longer used elsewhere is
-collected with its closure), argument kinds and the objects' identities.
+collected with its closure), argument kinds and the objects' identities; a caller whose
+slice turns out provisional (a user's Keras layer met before its first call built it)
+`forget`s the judgements made during it (listed by a `Recording`).
 """
 from __future__ import annotations
 
 import inspect
+import threading
 import types
 import weakref
 from typing import Any, Callable, NamedTuple
@@ -74,23 +77,89 @@ def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse,
     constants = list(constants) + [False] * (len(arg_kinds) - len(constants))
     results = _cache.setdefault(fn, {})
     held = [o for o in objects if o is not MISSING]
-    key = tuple(arg_kinds) + tuple(constants) * any(constants) + tuple(id(o) for o in held)
+    key = tuple(arg_kinds) + tuple(constants) * any(constants) + tuple(id(o) for o in held) \
+        + ("reads",) * (facts.reads is not None)  # (judged with what TF methods read)
     if key in results and not held:
         cached = results[key]
         return cached if cached is None or isinstance(cached, Judged) else Judged(cached)
-    if key in results and all(ref() is o for ref, o in zip(results[key][1], held)):
-        return results[key][0]  # the same objects (not new ones at the same address)
+    if key in results and all(ref() is o for ref, o in zip(results[key][1], held)) and \
+            results[key][2] == _read_state(results[key][0], objects):
+        # the same objects (not new ones at the same address), holding what it read then
+        return results[key][0]
     _active.add(fn)
     try:
         judged = _analyse(fn, arg_kinds, objects, constants, facts, analyse)
     finally:
         _active.discard(fn)
     try:
-        results[key] = (judged, [weakref.ref(o) for o in held]) if held else (
+        results[key] = (judged, [weakref.ref(o) for o in held],
+                        _read_state(judged, objects)) if held else (
             judged if judged is not None and judged.tests else judged and judged.kind)
+        if _written.entries is not None:
+            _written.entries.append((weakref.ref(fn), key))
     except TypeError:  # an object without weak references: judged again next time
         pass
     return judged
+
+
+def _read_state(judged: Judged | None, objects: list) -> tuple:
+    """What a callee judged TF work read from its objects, as it is now (identities; a
+    Python number's value): a cached judgement holds only while it is the same (the model
+    on `self.model` replaced, a model compiled again with another loss: judged again)."""
+    if judged is None:
+        return ()
+    state = []
+    for position, below, _ in judged.reads:
+        value = objects[position]
+        try:
+            for attr in below.split(".")[1:]:
+                value = getattr(value, attr)
+        except Exception:  # noqa: BLE001 (a property that fails now: judged again)
+            return (object(),)
+        if type(value) in (bool, int, float, str):
+            state.append((type(value), value))
+        elif type(value) in (list, tuple):  # made anew on each access (`model.weights`)
+            state.append(tuple(map(id, value)))
+        elif inspect.ismethod(value):
+            state.append((id(value.__self__), id(value.__func__)))
+        else:
+            state.append(id(value))
+    return tuple(state)
+
+
+class _Written(threading.local):
+    """The judgements cached inside a `Recording` block, as (function, key)."""
+
+    def __init__(self):
+        self.entries: list | None = None
+
+
+_written = _Written()
+
+
+class Recording:
+    """Record the judgements cached inside the block, for `forget`: a judgement may turn
+    out provisional (a user's Keras layer met before its first call built it is not TF
+    work yet; the caller slices again once it is built, and must judge again). A class,
+    not a generator: the slicer's Refusal is a frozen exception (contextlib's generator
+    manager sets `__traceback__` on what passes through it)."""
+
+    def __enter__(self) -> list:
+        self.outer, _written.entries = _written.entries, []
+        return _written.entries
+
+    def __exit__(self, *exc) -> None:
+        entries, _written.entries = _written.entries, self.outer
+        if self.outer is not None:
+            self.outer.extend(entries)
+
+
+def forget(entries: list) -> None:
+    """Drop the judgements a `Recording` listed from the cache."""
+    for ref, key in entries:
+        fn = ref()
+        if fn is not None:
+            _cache.get(fn, {}).pop(key, None)
 
 
 def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], objects: list, constants: list,
@@ -119,7 +188,8 @@ def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], objects: list, const
             return None
     try:
         parsed = parse(fn)
-        analyse(parsed, Facts(args=args, classify=facts.classify, objects=held))
+        analyse(parsed, Facts(args=args, classify=facts.classify, objects=held,
+                               reads=facts.reads))
     except (Refusal, SyntaxError, TypeError, ValueError):
         return None
     sent = {p.name: i for i, p in enumerate(params) if p.name in args and
@@ -176,7 +246,8 @@ def _method(method: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse
     _active.add(fn)
     try:
         parsed = parse(fn)
-        analyse(parsed, Facts(args=args, classify=facts.classify, objects={this: obj}))
+        analyse(parsed, Facts(args=args, classify=facts.classify, objects={this: obj},
+                               reads=facts.reads))
     except (Refusal, SyntaxError, TypeError, ValueError):
         return None
     finally:

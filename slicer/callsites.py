@@ -151,3 +151,23 @@ def _path_of(inf, node: gast.AST) -> str | None:
     if root.id in inf.facts.objects or is_static(node, inf):
         return dotted(node)
     return None
+
+
+def method_reads(inf, node: gast.Call, fkind: Kind) -> Kind:
+    """A TF method that reads attributes of its object when traced (facts.reads:
+    `model.compute_loss` reads `model._compile_loss`): the call's CALLEE_READS get them in
+    the caller's paths (captured and guarded as a callee's reads are); where its object
+    has no path the call key can resolve, the call stays on the host (HOST)."""
+    if fkind not in (Kind.TF_OP, Kind.TF_EFFECT_OP) or inf.facts.reads is None or \
+            not isinstance(node.func, gast.Attribute):
+        return fkind
+    attrs = inf.facts.reads(inf.value_of(node.func))
+    if not attrs:
+        return fkind
+    base = _path_of(inf, node.func.value)
+    if base is None:
+        anno.set(node.func, Key.KIND, Kind.HOST)
+        return Kind.HOST
+    anno.set(node, Key.CALLEE_READS, tuple(anno.get(node, Key.CALLEE_READS, ())) +
+             tuple((f"{base}.{attr}", False) for attr in attrs))
+    return fkind

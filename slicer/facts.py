@@ -104,3 +104,6 @@ class Facts:
     # why calling an object is host work, where the caller knows (a user's layer whose
     # `call` has host statements): named in explain and in fallback reasons
     why_host: Callable[[Any], str | None] | None = None
+    # the attributes of its object a TF method reads when the TF part is traced (a Keras
+    # model's compiled loss for `model.compute_loss(...)`): captured and guarded as paths
+    reads: Callable[[Any], tuple] | None = None

@@ -297,10 +297,8 @@ class _Inferer:
 
     def _Call(self, node: gast.Call) -> Kind:
         fkind = self.expr(node.func)
-        for arg in node.args:
+        for arg in node.args + [keyword.value for keyword in node.keywords]:
             self.expr(arg)
-        for keyword in node.keywords:
-            self.expr(keyword.value)
         if fkind in (Kind.HOST, Kind.SLICED_FN):
             callee_kind = self._callee(node)
             if callee_kind is not None:
@@ -317,6 +315,7 @@ class _Inferer:
                 node, self.parsed, self.facts, self.callee):
             anno.set(node.func, Key.KIND, Kind.HOST)  # it would run a function's Python
             return Kind.HOST  # once, when traced: the call stays on the host
+        fkind = callsites.method_reads(self, node, fkind)  # model.compute_loss(...)
         if fkind in (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_CONSTANT):
             return Kind.TENSOR
         if fkind == Kind.TF_FACTORY:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import enum
+import re
 
 import gast
 
@@ -119,13 +120,40 @@ def _unfixed(header: gast.expr):
         stack.extend(nodes.children(node))
 
 
+# values host code can compute with (not a variable: its reads keep their order in the
+# TF part, hoist._read_value)
+_HOST_HELD = frozenset({Kind.TENSOR, Kind.PY_SCALAR, Kind.HOST_DATA, Kind.HOST_ONLY})
+_HOST_TEMPORARY = re.compile(r"_gpe_h\d+")  # hoist's host temporaries
+
+
 def _evaluable(stmt: gast.stmt) -> bool:
-    """False for the host temporary hoisting makes of a whole conditional expression the TF
-    part cannot evaluate (hoist._Hoister.visit): `a if fixed else (b if sent > 0.0 else c)`,
-    the inner `if` on a number the host sends (fuzz seed 60333). It holds a tensor, but the
-    host decides which side it evaluates: host work."""
+    """False for a TF-kind statement the host computes:
+    - the host temporary hoisting makes of a whole conditional expression the TF part
+      cannot evaluate (hoist._Hoister.visit): `a if fixed else (b if sent > 0.0 else c)`,
+      the inner `if` on a number the host sends (fuzz seed 60333). It holds a tensor, but
+      the host decides which side it evaluates: host work;
+    - Python operators on a name that cannot cross (facts.host_only: `x + e`, `e` an
+      element of a list no profile call saw) and values the host can hold, and one that
+      only binds a host temporary (`x = _gpe_h0`, what is left of `x = x + e` once
+      hoisting took its value): the value is the host's, so binding it there crosses
+      nothing (it crosses where TF work reads it). Not a call or a TF-side object
+      (`tape.gradient(loss, h)`: the tape exists in the TF part only)."""
+    if isinstance(stmt, (gast.Assign, gast.AugAssign)) and (isinstance(
+            stmt.value, gast.Name) and _HOST_TEMPORARY.fullmatch(stmt.value.id)
+            or _host_operands(stmt.value)):
+        return False
     return not (isinstance(stmt, gast.Assign) and isinstance(stmt.value, gast.IfExp)
                 and not tf_evaluable(stmt.value))
+
+
+def _host_operands(value: gast.expr) -> bool:
+    """Operators only, on names the host holds, one of them a name that cannot cross."""
+    found = list(nodes.walk(value))
+    return any(isinstance(n, gast.Name) and anno.get(n, Key.KIND) == Kind.HOST_ONLY
+               for n in found) and all(
+        isinstance(n, (gast.BinOp, gast.UnaryOp, gast.operator, gast.unaryop, gast.Constant,
+                       gast.Load)) or isinstance(n, gast.Name) and anno.get(n, Key.KIND) in
+        _HOST_HELD for n in found)
 
 
 def _same_scope(stmt: gast.stmt):
