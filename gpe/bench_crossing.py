@@ -97,6 +97,17 @@ def _floors(x, send_only, plus_one, no_entry):
     return send, round_trip, part_number
 
 
+def _warm(x, send_only, empty, plus_one, no_entry) -> None:
+    """Profile calls, then the build and the first graph runs of each function."""
+    for f in (send_only, empty, plus_one):
+        for _ in range(5):
+            f(x)
+    for _ in range(5):
+        no_entry()
+    float(plus_one(x))
+    float(empty(x))
+
+
 def crossing(calls: int = 2000, repeats: int = 5) -> list[tuple[str, float, str]]:
     x = tf.constant(1.0)
     queue = tf.queue.FIFOQueue(-1, [tf.float32])
@@ -104,13 +115,7 @@ def crossing(calls: int = 2000, repeats: int = 5) -> list[tuple[str, float, str]
     send_only, empty, plus_one = (gpe.function(f, adaptive=False)  # measure the sliced path
                                   for f in (_send_only, _empty, _plus_one))
     no_entry = gpe.function(_part_number_only, adaptive=False)
-    for f in (send_only, empty, plus_one):  # profile calls, then build and first graph runs
-        for _ in range(5):
-            f(x)
-    for _ in range(5):
-        no_entry()
-    float(plus_one(x))
-    float(empty(x))
+    _warm(x, send_only, empty, plus_one, no_entry)
 
     def enqueue(n):
         for _ in range(n):
