@@ -11,6 +11,7 @@ import contextlib
 import inspect
 import io
 import re
+import signal
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -178,3 +179,10 @@ def differential(program) -> list:
     for what, a, b in zip(("results", "variables", "side effects", "printed"), eager, under):
         assert same(a, b), f"{what}: eager {a!r}, gpe {b!r}"
     return made
+
+
+def default_sigint() -> None:
+    """`preexec_fn` of a script that gets real SIGINTs: Ctrl-C as in a terminal. A test run
+    started in the background of a non-interactive shell ignores SIGINT, its children
+    inherit that, and Python then installs no KeyboardInterrupt handler (nor gpe its own)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 import gpe
-from harness import plain, same
+from harness import default_sigint, plain, same
 
 
 class Fault:
@@ -227,7 +227,8 @@ def test_sigint_at_random_moments(tmp_path, seed):
     path.write_text(textwrap.dedent(SIGNALS))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run([sys.executable, str(path), str(seed)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=200)
+                          capture_output=True, text=True, timeout=200,
+                          preexec_fn=default_sigint)
     lines = [ln[2:] for ln in done.stdout.splitlines() if ln.startswith("@ ")]
     assert done.returncode == 0 and len(lines) == 3, (done.stdout + done.stderr)[-4000:]
     assert lines[0] == "interrupts True wrong 0 later [True, True, True, True, True]", lines

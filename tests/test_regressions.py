@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 
 import gpe
-from harness import plain, run, same
+from harness import default_sigint, plain, run, same
 
 X = tf.constant([1.0, 2.0])
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -109,6 +109,7 @@ def run_script(tmp_path, source: str, *args, name="script.py", timeout=180, merg
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     argv = (cmd or [sys.executable, str(path)]) + list(args)
     return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=not merge,
+                          preexec_fn=default_sigint,
                           stdout=subprocess.PIPE if merge else None,
                           stderr=subprocess.STDOUT if merge else None,
                           text=True, timeout=timeout)

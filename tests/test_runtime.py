@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import gpe
-from harness import check, run
+from harness import check, default_sigint, run
 from gpe.host.opcount import eager_ops, user_ops
 
 X = tf.constant([1.0, 2.0, 3.0])
@@ -73,7 +73,7 @@ def run_script(tmp_path, source: str, timeout: int = 300) -> subprocess.Complete
     path = tmp_path / "script.py"
     path.write_text(textwrap.dedent(source))
     return subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, preexec_fn=default_sigint)
 
 
 def test_interpreter_exit_does_not_hang(tmp_path):
