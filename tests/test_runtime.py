@@ -288,11 +288,16 @@ def test_a_sink_of_a_failed_generation_does_not_fail_the_next_one():
     session.ensure_healthy()
     assert float(sliced(small)) == float(heavy(small))  # a new generation runs it
 
+    ran = []
+
     def sink():
+        ran.append(True)
         raise tf.errors.NotFoundError(None, None, "queue does not exist")
-    ended = threading.Thread(target=session._run, args=(sink, None, [], stale))
+    # (sink, the thread of the sink before it, its instantiation done, pins, generation)
+    ended = threading.Thread(target=session._run, args=(sink, None, None, [], stale))
     ended.start()  # on a thread of its own, as a sink runs (_run marks its thread a sink's)
     ended.join(60)
+    assert ran, "the stale sink did not run"  # (a call of _run that no longer fits raised)
     assert not ended.is_alive() and not session.failed
     assert float(sliced(small)) == float(heavy(small))
 
