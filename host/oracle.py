@@ -310,7 +310,21 @@ _why_host: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
 
 
 method_reads = keras_methods.reads  # what a TF method reads from its object (guarded)
-plan_type = keras_methods.plan_type  # what a plan depends on of an object it captured
+
+
+def plan_type(value: Any) -> Any:
+    """What a plan depends on of an object it captured (a plan is shared by calls whose
+    captures give equal answers): its type; a compiled loss itself (keras_methods); a
+    layer, model or module itself, weakly (its calls are judged per instance, by its own
+    sublayers: another model of the same class whose layer prints took the plan sliced for
+    the first, and the print ran only while tracing)."""
+    kind = keras_methods.plan_type(value)
+    if isinstance(value, tf.Module) or (keras is not None and isinstance(value, keras.layers.Layer)):
+        try:
+            return kind, weakref.ref(value)  # (equal while alive: never a later object's)
+        except TypeError:
+            return kind, id(value)
+    return kind
 
 
 def why_host(obj: Any) -> str | None:

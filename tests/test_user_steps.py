@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import gpe
 from harness import check, differential
 
 pytestmark = pytest.mark.timeout(180)
@@ -293,3 +294,66 @@ def test_a_loop_over_a_list_argument_empty_on_the_first_calls():
     under = check(loop_over_extra, calls, graph_calls=5,
                   host_ops_allowed=frozenset({"AddV2"}))
     assert under.host_ops == {"AddV2": 3}  # x + e, once per element, on the host
+
+
+LOUD_LOG = []
+
+
+class QuietBlock(keras.layers.Layer):
+    def __init__(self):
+        super().__init__()
+        self.d = keras.layers.Dense(4)
+
+    def call(self, x):
+        return self.d(x)
+
+
+class LoudBlock(QuietBlock):
+    def call(self, x):
+        LOUD_LOG.append("loud block called")  # host work: a side effect per call
+        return self.d(x)
+
+
+class BlockNet(keras.Model):
+    def __init__(self, block):
+        super().__init__()
+        self.block = block
+        self.out = keras.layers.Dense(1)
+
+    def call(self, x):
+        return self.out(self.block(x))
+
+
+def swap_step(trainer, x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(trainer.model(x) - y))
+    grads = tape.gradient(loss, trainer.model.trainable_variables)
+    trainer.opt.apply_gradients(zip(grads, trainer.model.trainable_variables))
+    return loss
+
+
+def test_a_model_swapped_for_another_of_its_class_with_a_host_layer_keeps_its_effects():
+    """A trainer's model replaced by another instance of the same class whose sublayer has
+    a side effect: the plan sliced for the first model (its calls all TF work) was taken
+    for the second (the plan was shared by the captures' types), so the side effect ran
+    only while tracing (a few log entries where eager has one per call). A model's
+    calls are judged per instance: the second is sliced on its own (host work in the tape:
+    it runs eagerly)."""
+    class Trainer:
+        pass
+
+    def run(sliced):
+        keras.utils.set_random_seed(5)
+        LOUD_LOG.clear()
+        trainer = Trainer()
+        trainer.model, trainer.opt = BlockNet(QuietBlock()), keras.optimizers.SGD(0.05)
+        quiet = [float(sliced(trainer, X, Y)) for _ in range(8)]
+        trainer.model, trainer.opt = BlockNet(LoudBlock()), keras.optimizers.SGD(0.05)
+        loud = [float(sliced(trainer, X, Y)) for _ in range(12)]
+        return quiet, loud, list(LOUD_LOG)
+
+    eager = run(swap_step)
+    step = gpe.function(swap_step, profile_calls=1, adaptive=False)
+    under = run(step)
+    assert under == eager and len(eager[2]) >= 12  # (Keras builds the model by calls too)
+    assert step.stats()["graph_calls"] >= 6  # the quiet model's calls ran sliced
