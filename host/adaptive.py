@@ -9,7 +9,9 @@ OS) in one call or one block does not move a median.
 
 A clear case is settled after the first block each way: sliced at most CLEAR of eager's
 time stays sliced, sliced at least 1/CLEAR of it runs eagerly (a training step 100x faster
-in the graph used to run 40 of its calls eagerly, at eager's cost, before its verdict).
+in the graph used to run 40 of its calls eagerly, at eager's cost, before its verdict);
+a less clear one after the second (SECOND_CLEAR, on the medians of both blocks: a ratio
+the round would only confirm, far outside the band below).
 The first eager block is cut short after PROBE_CALLS calls when their median already shows
 sliced at most CLEAR of it (the other way, final, takes the whole block), and is skipped when the function's plain eager calls before it was built
 (`gpe run`'s payoff wait, host/payoff.py: `prior`, at least PROBE_CALLS of them) show
@@ -44,6 +46,8 @@ EAGER_MARGIN = 1.0   # sliced at least eager's time: eager; in between, measured
 TIE_BREAK = 0.95     # after MAX_ROUNDS inside the band: sliced below this, else eager
 CLEAR = 1 / 3        # after the first block each way: sliced/eager at most this (or at
                      # least its inverse) settles at once
+SECOND_CLEAR = 0.6   # after the second block each way: the same, on the medians of both
+                     # (2x sliced ran its 80 steps timing both ways: examples/numpy_mid_step)
 MAX_DROPPED = 4      # blocks dropped because a sink started (then they count)
 PROBE_CALLS = 3      # calls of the first eager block after which a clear case settles
 PRIOR_CLEAR = 0.6    # sliced/eager at most this, eager being the plain calls before the
@@ -143,11 +147,11 @@ class AdaptiveTimer:
             return self._settle(ratio, PROBE_CALLS)
         self.eager.append(statistics.median(self.block))
         self.phase = _SLICED
-        if len(self.eager) == 1:
-            ratio = self._ratio()
-            if ratio <= CLEAR or ratio >= 1 / CLEAR:
+        if len(self.eager) <= 2:
+            ratio, clear = self._ratio(), CLEAR if len(self.eager) == 1 else SECOND_CLEAR
+            if ratio <= clear or ratio >= 1 / clear:
                 self.rounds = 1
-                return self._settle(ratio, BLOCK_CALLS)
+                return self._settle(ratio)
         if len(self.eager) < BLOCKS * (self.rounds + 1):
             return None
         self.rounds += 1
