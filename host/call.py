@@ -152,12 +152,14 @@ class CallContext:
     did anything or after its bookkeeping; `pos` moves only once the channel operation
     is done, so that `finish` cancels from where the TF part really is."""
 
-    __slots__ = ("rt", "channels", "pos", "eager", "started", "session", "blocking")
+    __slots__ = ("rt", "channels", "pos", "eager", "started", "session", "blocking",
+                 "run_by_caller")
 
     def __init__(self, rt: Runtime):
         # pos: the last site the host program used (an index into plan.sites)
         self.rt, self.channels, self.pos = rt, None, rt.start_pos
         self.eager = self.started = False
+        self.run_by_caller = False  # a nested call: the caller's TF part runs this one's
         self.session = rt.session
         self.blocking = rt.session.blocking  # (a forked child's session has a new one)
 
@@ -196,6 +198,7 @@ class CallContext:
                 nested_start = session.nested_start
                 if nested_start is not None:  # run by the caller's TF part: no part number
                     session.nested_start = None
+                    self.run_by_caller = True
                     nested_start()
                 else:
                     try:
@@ -287,14 +290,25 @@ class CallContext:
                 except GuardError as failed:
                     # raises where no rescue is possible: nothing was sent here, so the
                     # call is cancelled at this crossing (finish), not after it
-                    rescued = self._rescue(k, channel, failed)
-                    self.pos = site
-                    return rescued
-                channel.send([_FLAGS[value], *components])
+                    self._rescue(k, channel, failed)
+                else:
+                    channel.send([_FLAGS[value], *components])
             else:
                 channel.send([_FLAGS[value]] + _zeros(channel))
             self.pos = site
-        return False
+        if self.eager:  # rescued here: the host finishes the call eagerly
+            self._tf_part_done()
+        return self.eager
+
+    def _tf_part_done(self) -> None:
+        """Wait until the rescued TF part has ended the call: the host's eager code after
+        the rescue runs on the call's own thread, whose variable reads take no fence
+        (Session.fence_target), so a variable the TF part wrote before the gate was read
+        as it was before that write when the graph was behind (fuzz seed 80328: 4 runs in
+        12 under load). A nested call's TF part is its caller's, which goes on after the
+        rescue: not waited for here."""
+        if not self.run_by_caller:
+            self.session.fence()
 
     def barrier(self, site: int) -> None:
         if self.eager:

@@ -798,3 +798,37 @@ def test_seed66449_a_while_counter_decides_a_conditional_expression_after_it():
             return [flag, l11]
         return main, {}
     check(make, [(X, 3.0, True), (X, 3.0, True), (X * 2.0, 3.0, True), (-X, 3.0, True)])
+
+
+# seed 80328: the host's eager code after a rescue read a variable before the TF part's
+# write of it in the same call ------------------------------------------------------------
+# A gate whose value no longer fits its channel (the branch's value was first seen this
+# call) rescues the call: the TF part stops and the host finishes the call eagerly. The
+# host's eager reads run on the call's own thread, which takes no fence, so `V.assign(...)`
+# the TF part ran before the gate could still be pending: `tf.reduce_sum(V)` after it read
+# the value before the write (call 2: 5.625 where eager has 2.8125; 4 runs in 12 under
+# load). Here the TF part does slow work before its write, so the race is lost every time.
+def test_seed80328_eager_code_after_a_rescue_sees_the_tf_parts_earlier_writes():
+    big = tf.ones([400, 400]) * 1e-3
+
+    def make(log):
+        v = tf.Variable(tf.zeros([3]))
+
+        def main(x, n):
+            slow = tf.reduce_sum(tf.linalg.matmul(tf.linalg.matmul(big, big), big))
+            v.assign(v * 0.5 + tf.cast(n, tf.float32) + slow * 0.0)
+            z = 0.0
+            noise = tf.random.stateless_uniform(tf.shape(x), seed=[94, 58])
+            if n % 2 == 0 and tf.reduce_sum(x * noise) > 0:  # decided on the host
+                z = (tf.reduce_sum(x) if int(tf.reduce_sum(x).numpy() > 0) % 2 == 0
+                     else tf.reduce_sum(x)) * 0.5 + tf.square(tf.reduce_sum(x))
+            t = x * z
+            seen = [tf.reduce_sum(v)]
+            v.assign(v * 0.5 + tf.constant(1.5))
+            return seen, t
+        return main, {"v": v}
+    # the third call takes the branch first: its gate's value does not fit (rescued)
+    # (the host's own ops: the branch's value, and the rescued call's rest, eagerly)
+    check(make, [(-X, 0), (-X, 0), (X, 0), (-X, 0), (-X, 0)], graph_calls=3,
+          host_ops_allowed=frozenset({"Sum", "Mul", "AddV2", "Greater", "ReadVariableOp",
+                                      "AssignVariableOp"}))
