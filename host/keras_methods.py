@@ -11,7 +11,7 @@ several outputs Keras metrics, whose variables are not made in a TF part).
 
 The TF part reads `self._compile_loss` when it is traced: `reads` names it, and the caller
 captures and guards it by identity (a `model.compile(loss=...)` between calls makes a new
-one, so the next call takes another variant); `plan_type` keeps a plan sliced for one
+one, so the next call takes another variant); `judged_by_instance` keeps a plan sliced for one
 compiled loss from being reused for another (whose losses are judged again).
 """
 from __future__ import annotations
@@ -72,10 +72,8 @@ def reads(method: Any) -> tuple[str, ...]:
     return _TF_METHODS.get(fn.__name__, ())
 
 
-def plan_type(value: Any) -> Any:
-    """What a plan sliced with `value` captured depends on: its type, and for a compiled
-    loss the object itself (its losses were judged)."""
+def judged_by_instance(value: Any) -> bool:
+    """A compiled loss: a plan that captured it depends on the object itself (its losses
+    were judged), not only on its type."""
     cls = type(value)
-    if keras is not None and cls.__name__ == "CompileLoss" and _keras(cls):
-        return (cls, id(value))
-    return cls
+    return keras is not None and cls.__name__ == "CompileLoss" and _keras(cls)

@@ -314,17 +314,15 @@ method_reads = keras_methods.reads  # what a TF method reads from its object (gu
 
 def plan_type(value: Any) -> Any:
     """What a plan depends on of an object it captured (a plan is shared by calls whose
-    captures give equal answers): its type; a compiled loss itself (keras_methods); a
-    layer, model or module itself, weakly (its calls are judged per instance, by its own
-    sublayers: another model of the same class whose layer prints took the plan sliced for
-    the first, and the print ran only while tracing)."""
-    kind = keras_methods.plan_type(value)
-    if isinstance(value, tf.Module) or (keras is not None and isinstance(value, keras.layers.Layer)):
-        try:
-            return kind, weakref.ref(value)  # (equal while alive: never a later object's)
-        except TypeError:
-            return kind, id(value)
-    return kind
+    captures give equal answers): its type; for an object judged per instance, the object
+    itself, weakly (equal while alive, never a later object's): a layer, model or module
+    (judged by its own sublayers: another model of the same class whose layer prints took
+    the plan sliced for the first, and the print ran only while tracing), a compiled loss
+    (keras_methods)."""
+    if isinstance(value, tf.Module) or (keras is not None and isinstance(
+            value, keras.layers.Layer)) or keras_methods.judged_by_instance(value):
+        return type(value), weakref.ref(value)
+    return type(value)
 
 
 def why_host(obj: Any) -> str | None:
