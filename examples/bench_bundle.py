@@ -65,8 +65,8 @@ import sys, time
 sys.path.insert(0, {here!r})
 import tensorflow as tf
 import gpe
-from gpe.host import session
-from gpe.host.session import get_session
+from gpe.host.runtime import session
+from gpe.host.runtime.session import get_session
 import gpe.bundles, gpe.api  # gpe's own modules: imported before the clock in both
 get_session()  # gpe's one-time start (it freezes the objects alive now out of the GC)
 x = tf.random.stateless_normal([32, 8], seed=[1, 2])

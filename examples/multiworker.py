@@ -17,7 +17,7 @@ Each worker (`--worker`, TF_CONFIG in its environment) trains a Keras MLP with a
 step: `dist_step` calls `strategy.run(replica_step, ...)` and `strategy.reduce`; under gpe
 it is `gpe.function(dist_step)` (`gpe run examples/multiworker.py --worker ...` slices it
 unmodified); with `--wrap replica`, `gpe.function(replica_step)` instead, called by plain
-`strategy.run` (one replicated sliced call per step, host/replicated.py). The batches are
+`strategy.run` (one replicated sliced call per step, host/distribution/replicated.py). The batches are
 made per step and replica from a seed, so a restarted run sees the same data as an
 uninterrupted one.
 """

@@ -4,9 +4,9 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Sequence
 
-from gpe.host.function import SlicedFunction
-from gpe.host.oracle import classify
-from gpe.slicer import ArgFact, Facts, Kind, Refusal, SlicePlan, slice_function
+from .host.call.function import SlicedFunction
+from .host.facts.oracle import classify
+from .slicer import ArgFact, Facts, Kind, Refusal, SlicePlan, slice_function
 
 
 def function(fn: Callable | None = None, *, profile_calls: int = 3, adaptive: bool = True,

@@ -6,9 +6,9 @@ import os
 import signal
 import sys
 
-from gpe import bench_report
-from gpe.bench_program import bench
-from gpe.drive import ProgramError
+from . import bench_report
+from .bench_program import bench
+from .drive import ProgramError
 
 
 def _check_outputs(args, usage) -> None:

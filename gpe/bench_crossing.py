@@ -17,8 +17,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
-import gpe
-from gpe.slicer.plan import ChannelKind
+from .api import function as gpe_function
+from .slicer.plan import ChannelKind
 
 _state = tf.Variable(0.0)
 
@@ -67,7 +67,7 @@ def _floors(x, send_only, plus_one, no_entry):
     only = next(iter(no_entry.variants.values())).registration().index
     rt_entry, rt_part, _ = _channel(plus_one, ChannelKind.ENTRY)
     result, _, _ = _channel(plus_one, ChannelKind.OUTPUT)
-    # each part's sink (host/sinks.py): its control queue and its slot there
+    # each part's sink (host/runtime/sinks.py): its control queue and its slot there
     _, control, part = session.routes[part]
     _, rt_control, rt_part = session.routes[rt_part]
     _, only_control, only = session.routes[only]
@@ -112,9 +112,9 @@ def crossing(calls: int = 2000, repeats: int = 5) -> list[tuple[str, float, str]
     x = tf.constant(1.0)
     queue = tf.queue.FIFOQueue(-1, [tf.float32])
     eager_fn = tf.function(_plus_one, autograph=False)
-    send_only, empty, plus_one = (gpe.function(f, adaptive=False)  # measure the sliced path
+    send_only, empty, plus_one = (gpe_function(f, adaptive=False)  # measure the sliced path
                                   for f in (_send_only, _empty, _plus_one))
-    no_entry = gpe.function(_part_number_only, adaptive=False)
+    no_entry = gpe_function(_part_number_only, adaptive=False)
     _warm(x, send_only, empty, plus_one, no_entry)
 
     def enqueue(n):

@@ -22,8 +22,8 @@ import statistics
 import sys
 import tempfile
 
-from gpe.compare import ORDER, verdict
-from gpe.drive import KINDS, check_program, run_mode
+from .compare import ORDER, verdict
+from .drive import KINDS, check_program, run_mode
 
 WAYS = ("eager", "tf.function", "gpe")
 

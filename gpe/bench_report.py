@@ -6,7 +6,7 @@ import importlib.util
 import json
 import math
 
-from gpe.bench_program import WAYS
+from .bench_program import WAYS
 
 SCHEMA = 1
 COLORS = {"eager": "tab:blue", "tf.function": "tab:orange", "gpe": "tab:green"}

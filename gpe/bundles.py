@@ -8,7 +8,7 @@ version, checksums, ops), then imports the modules the index names, checks that 
 source is the one extracted from, and gives each function (the module's own
 `@gpe.function` object where it is one, so the module's callers use the bundle too) the
 precompiled variant. Captured variables are bound by name in those imported modules:
-the functions read and write the program's variables (see host/bundle_load.py). Calls
+the functions read and write the program's variables (see host/bundles/bundle_load.py). Calls
 whose arguments do not match the declared types are handled as any gpe call (profiled
 and sliced from source). Nothing else runs: no code but the modules the index names and
 the generated host code of the functions it lists.
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from gpe.host.bundle_load import Stale, check_sources, claim, install, resolve_function
-from gpe.host.function import SlicedFunction
-from gpe.tfprog.bundle import Bundle, BundleError, read
+from .host.bundles.bundle_load import Stale, check_sources, claim, install, resolve_function
+from .host.call.function import SlicedFunction
+from .tfprog.bundle import Bundle, BundleError, read
 
 
 class Library:

@@ -49,13 +49,13 @@ def _is_function(obj) -> bool:
 
 
 def _explain(args) -> int:
-    from gpe.api import explain
+    from .api import explain
     explain(_load_target(args.target))
     return 0
 
 
 def _run(args) -> int:
-    from gpe.run import print_script_error, report, run_script
+    from .run import print_script_error, report, run_script
     if args.script is None:
         args.parser.error("the following arguments are required: SCRIPT")
     _file(args.script)
@@ -78,7 +78,7 @@ def _run(args) -> int:
 def _bench(args) -> int:
     if args.crossing or not args.programs:
         return _bench_crossing(args)
-    from gpe.bench import run_bench
+    from .bench import run_bench
     for option in ("steps", "repeats"):
         value = getattr(args, option)
         if value is not None and value < 1:
@@ -95,7 +95,7 @@ def _bench(args) -> int:
 
 
 def _bench_crossing(args) -> int:
-    from gpe.bench_crossing import main
+    from .bench_crossing import main
     if args.programs:
         raise Usage("--crossing takes no PROGRAM")
     for option in ("steps", "json", "plot"):
@@ -161,7 +161,7 @@ def _bench_parser(commands) -> None:
 
 
 def _extract(args) -> int:
-    from gpe.extract import extract
+    from .extract import extract
     if not (args.target.endswith(".py") or os.path.isdir(args.target)) and os.sep in args.target:
         raise Usage(f"no such file or folder: {args.target}")
     try:
@@ -172,8 +172,8 @@ def _extract(args) -> int:
 
 
 def _inspect(args) -> int:
-    from gpe.extract import describe
-    from gpe.tfprog.bundle import BundleError
+    from .extract import describe
+    from .tfprog.bundle import BundleError
     try:
         print(describe(args.bundle), end="")
     except BundleError as exc:

@@ -237,13 +237,13 @@ def plain(value):
 
 def _wrap_steps(module, mode: str, adaptive: bool) -> tuple[dict, dict, dict]:
     import tensorflow as tf
-    import gpe
+    from .api import function as gpe_function
     calls, wrapped, timed = {}, {}, {}
     for label, owner, attr, fn in step_functions(module):
         if mode == "tf.function":
             inner = tf.function(fn)
         elif mode == "gpe":
-            inner = wrapped[label] = gpe.function(fn, adaptive=adaptive)
+            inner = wrapped[label] = gpe_function(fn, adaptive=adaptive)
         else:
             inner = fn
         calls[label] = {"starts": [], "durations": [], "kinds": []}
@@ -263,14 +263,14 @@ def short_error(exc: BaseException) -> str:
 
 def child(mode: str, path: str, steps: int | None, adaptive: bool, result_file: str) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import gpe  # installed (the repository root would shadow it with its API folder)
+    from .host.diagnostics.stats import GpeWarning
     module = load_program(path)
     steps = steps if steps is not None else getattr(module, "DEFAULT_STEPS", 100)
     calls, wrapped, timed = _wrap_steps(module, mode, adaptive)
     out = io.StringIO()
     error = result = tb = None
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", gpe.GpeWarning)
+        warnings.simplefilter("always", GpeWarning)
         start = time.perf_counter()
         try:
             with contextlib.redirect_stdout(out):
@@ -287,7 +287,7 @@ def child(mode: str, path: str, steps: int | None, adaptive: bool, result_file: 
         "timed": getattr(module, "TIMED_STEP", None),
         "stats": stats, "calibration": calibrate(timed) if error is None else {},
         "warnings": sorted({str(w.message) for w in caught
-                            if issubclass(w.category, gpe.GpeWarning)}),
+                            if issubclass(w.category, GpeWarning)}),
     }
     with open(result_file, "wb") as f:
         pickle.dump(record, f)

@@ -4,7 +4,7 @@
 under its module name (so `if __name__ == "__main__":` blocks do not run: nothing runs but
 the import), and slices every function defined there whose argument types are declared
 (`@gpe.function(input_signature=...)` or a `tf.TensorSpec` annotation on each parameter),
-without calling it (host/bundle_export.py). It reports progress per function and what
+without calling it (host/bundles/bundle_export.py). It reports progress per function and what
 it skipped with why, and writes the bundle (tfprog/bundle.py). `tensorboard(...)`
 writes each function's graph as an event file TensorBoard shows (one run per function).
 """
@@ -20,12 +20,12 @@ import secrets
 import sys
 from typing import Any, TextIO
 
-import gpe
-from gpe.host.bundle_export import Skipped, declared_signature, export
-from gpe.host.function import SlicedFunction
-from gpe.tfprog import bundle as bundles
-from gpe.tfprog import part as parts
-from gpe.tfprog import sink_template
+from . import __version__
+from .host.bundles.bundle_export import Skipped, declared_signature, export
+from .host.call.function import SlicedFunction
+from .tfprog import bundle as bundles
+from .tfprog import part as parts
+from .tfprog import sink_template
 
 
 def import_target(target: str) -> tuple[list, dict[str, str]]:
@@ -132,7 +132,7 @@ def extract(target: str, out: str, tensorboard_dir: str | None = None,
         own = [entry["function"]] + entry["callees"]
         entry["ops"] = bundles.op_counts(by_name, own)
         entry["bytes"] = sum(by_name[n].ByteSize() for n in own)
-    meta = {"gpe": gpe.__version__, "token": token, "target": target, "skipped": skipped,
+    meta = {"gpe": __version__, "token": token, "target": target, "skipped": skipped,
             "sink_templates": templates,
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat()}
     index = bundles.write(out, functions, library, host, meta)

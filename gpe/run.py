@@ -24,11 +24,10 @@ import types
 import weakref
 from typing import Callable
 
-import gpe
-from gpe import host, slicer, tfprog
-from gpe.host import payoff
-from gpe.host.function import SlicedFunction
-from gpe.host.graph_error import RAISED_IN_GRAPH
+from . import host, slicer, tfprog
+from .host.speculation import payoff
+from .host.call.function import SlicedFunction
+from .host.runtime.graph_error import RAISED_IN_GRAPH
 
 DECORATOR = "__gpe_function__"
 _wrapped: list[weakref.ref] = []
@@ -39,7 +38,7 @@ def auto(fn: Callable):
     if not inspect.isfunction(fn) or inspect.isgeneratorfunction(fn) or \
             inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
         return fn
-    # built only once its calls have paid for it (host/payoff.py; GPE_PAYOFF=0: at once)
+    # built only once its calls have paid for it (host/speculation/payoff.py; GPE_PAYOFF=0: at once)
     sliced = SlicedFunction(fn, auto=True, payoff=payoff.enabled())
     _wrapped.append(weakref.ref(sliced))
     return sliced
@@ -147,7 +146,8 @@ def print_script_error(exc: BaseException, path: str) -> None:
         return
     told = traceback.TracebackException.from_exception(exc)
     if os.environ.get("GPE_FULL_TRACEBACK", "0") == "0":
-        ours = tuple(os.path.dirname(m.__file__) + os.sep for m in (gpe, host, slicer, tfprog))
+        ours = tuple(os.path.dirname(m.__file__) + os.sep
+                     for m in (sys.modules[__package__], host, slicer, tfprog))
         _drop_our_frames(told, os.path.abspath(path), ours, set())
     print("".join(told.format()), end="", file=sys.stderr)
 
@@ -217,7 +217,7 @@ def report() -> str:
 
 def _waiting_lines(waiting: list) -> list[str]:
     """Functions never built: their plain eager time stayed under the expected cost of a
-    build (host/payoff.py), so whether they have TF work was never looked at."""
+    build (host/speculation/payoff.py), so whether they have TF work was never looked at."""
     if not waiting:
         return []
     lines = [f"  {len(waiting)} function(s) ran eagerly throughout, waiting to pay off a "

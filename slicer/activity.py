@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import gast
 
-from gpe.slicer import anno, bindings, nodes, scope
-from gpe.slicer.anno import Key
-from gpe.slicer.hoist import is_tf_with
+from . import anno, bindings, nodes, scope
+from .anno import Key
+from .hoist import is_tf_with
 
 
 def resolve(fn: gast.FunctionDef) -> None:

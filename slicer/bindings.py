@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import gast
 
-from gpe.slicer import nodes, scope
+from . import nodes, scope
 
 
 def flow(stmts: list[gast.stmt], bound: frozenset) -> tuple[set[str], frozenset]:

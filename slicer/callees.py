@@ -26,12 +26,12 @@ from typing import Any, Callable, NamedTuple
 
 import gast
 
-from gpe.slicer import anno, nodes, recursion, speculated
-from gpe.slicer.anno import Key
-from gpe.slicer.errors import Refusal
-from gpe.slicer.facts import CALLEE_ARG_KINDS, TF_KINDS, ArgFact, Facts, Kind
-from gpe.slicer.parser import MISSING, Parsed, parse
-from gpe.slicer.placement import Place
+from . import anno, nodes, recursion, speculated
+from .anno import Key
+from .errors import Refusal
+from .facts import CALLEE_ARG_KINDS, TF_KINDS, ArgFact, Facts, Kind
+from .parser import MISSING, Parsed, parse
+from .placement import Place
 
 # function -> {argument kinds: its kind as a call}; weak, so functions can be collected
 # (with objects: {kinds + their ids: (its kind, weak references to the objects)})

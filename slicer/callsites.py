@@ -11,11 +11,11 @@ import inspect
 
 import gast
 
-from gpe.slicer import anno
-from gpe.slicer.anno import Key
-from gpe.slicer.chains import chain_root, dotted, is_static, user_code
-from gpe.slicer.facts import CALLEE_ARG_KINDS, TF_KINDS, Kind
-from gpe.slicer.parser import MISSING
+from . import anno
+from .anno import Key
+from .chains import chain_root, dotted, is_static, user_code
+from .facts import CALLEE_ARG_KINDS, TF_KINDS, Kind
+from .parser import MISSING
 
 
 def judged(arg_kinds: list[Kind], objects: list) -> bool:

@@ -11,9 +11,9 @@ from typing import Any
 
 import gast
 
-from gpe.slicer import nodes
-from gpe.slicer.facts import TF_CALLABLES, Kind
-from gpe.slicer.parser import MISSING, Parsed
+from . import nodes
+from .facts import TF_CALLABLES, Kind
+from .parser import MISSING, Parsed
 
 CAPTURABLE = frozenset({Kind.VARIABLE, Kind.TENSOR, Kind.TF_OBJECT, Kind.TF_OP,
                         Kind.TF_EFFECT_OP})

@@ -26,14 +26,14 @@ from dataclasses import dataclass, field
 
 import gast
 
-from gpe.slicer import anno, nodes, scope
-from gpe.slicer.anno import Key
-from gpe.slicer.errors import Refusal
-from gpe.slicer.facts import TF_KINDS, Facts, Kind
-from gpe.slicer.hoist import is_tf_with
-from gpe.slicer.parser import MISSING, Parsed
-from gpe.slicer.placement import Place, mirrored_statements
-from gpe.slicer.words import spell, temporaries
+from . import anno, nodes, scope
+from .anno import Key
+from .errors import Refusal
+from .facts import TF_KINDS, Facts, Kind
+from .hoist import is_tf_with
+from .parser import MISSING, Parsed
+from .placement import Place, mirrored_statements
+from .words import spell, temporaries
 
 _HOST, _TF, _BOTH = "host", "tf", "both"
 # kinds of values that may cross into the TF part (slicer/facts.py)
@@ -202,7 +202,7 @@ class _Crossings:
     def _may_cross(self, name: str) -> bool:
         """Whether every definition of `name` that may reach here gives a TF value, a Python
         number or plain data: a value that may cross into the TF part (an object would
-        only cost profile calls to find it cannot: host/builder.py, Unsendable)."""
+        only cost profile calls to find it cannot: host/variants/builder.py, Unsendable)."""
         if name in self.facts.host_only:
             return False
         defs = self.s.defs.get(name)

@@ -18,10 +18,10 @@ from typing import Any, Callable
 
 import gast
 
-from gpe.slicer import anno, nodes
-from gpe.slicer.anno import Key
-from gpe.slicer.facts import Facts, Kind
-from gpe.slicer.parser import MISSING, Parsed
+from . import anno, nodes
+from .anno import Key
+from .facts import Facts, Kind
+from .parser import MISSING, Parsed
 
 _USER = frozenset({Kind.HOST, Kind.SLICED_FN, Kind.HOST_ONLY})
 

@@ -14,10 +14,10 @@ from typing import Callable
 
 import gast
 
-from gpe.slicer import anno, templates
-from gpe.slicer.anno import Key
-from gpe.slicer.plan import ChannelKind
-from gpe.slicer.writer import Block, Writer
+from . import anno, templates
+from .anno import Key
+from .plan import ChannelKind
+from .writer import Block, Writer
 
 WriteBlock = Callable[[list, tuple], list]
 """partition's `block(stmts, carried)`: writes `stmts` into the writer's current host

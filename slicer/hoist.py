@@ -15,11 +15,10 @@ import itertools
 
 import gast
 
-from gpe.slicer import anno, nodes
-from gpe.slicer.anno import Key
-from gpe.slicer.facts import (MATERIALIZE_BUILTINS, MATERIALIZE_METHODS, STRUCTURAL_BUILTINS,
-                          TF_CALLABLES, TF_KINDS, Kind)
-from gpe.slicer.parser import Parsed
+from . import anno, nodes
+from .anno import Key
+from .facts import MATERIALIZE_BUILTINS, MATERIALIZE_METHODS, STRUCTURAL_BUILTINS, TF_CALLABLES, TF_KINDS, Kind
+from .parser import Parsed
 
 _SIMPLE = (gast.Assign, gast.AugAssign, gast.AnnAssign, gast.Expr, gast.Return)
 _CONDITIONAL = (gast.IfExp, gast.BoolOp, gast.Lambda, gast.ListComp, gast.SetComp,

@@ -15,15 +15,12 @@ from typing import Any, Callable, Optional
 
 import gast
 
-from gpe.slicer import anno, callsites, fnargs, nodes
-from gpe.slicer.anno import Key
-from gpe.slicer.facts import (CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES,
-                              STRUCTURAL_BUILTINS, TF_KINDS, Facts, Kind)
-from gpe.slicer.chains import (CAPTURABLE as _CAPTURABLE, bound_names, chain_root,
-                                chain_value, dotted, is_range, is_static, mutated_roots, own_data,
-                                stable, static_value, stored_names, user_code)
-from gpe.slicer.hoist import tf_evaluable
-from gpe.slicer.parser import MISSING, Parsed
+from . import anno, callsites, fnargs, nodes
+from .anno import Key
+from .facts import CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES, STRUCTURAL_BUILTINS, TF_KINDS, Facts, Kind
+from .chains import CAPTURABLE as _CAPTURABLE, bound_names, chain_root, chain_value, dotted, is_range, is_static, mutated_roots, own_data, stable, static_value, stored_names, user_code
+from .hoist import tf_evaluable
+from .parser import MISSING, Parsed
 
 _STATIC_META = frozenset({"shape", "dtype", "ndim"})
 _SCALAR_BUILTINS = {"float": Kind.PY_SCALAR, "int": Kind.PY_SCALAR, "bool": Kind.PY_SCALAR}

@@ -22,14 +22,14 @@ from typing import Any, Callable
 
 import gast
 
-from gpe.slicer import anno, nodes
-from gpe.slicer.anno import Key
-from gpe.slicer.callees import pure_body, reads_python_numbers
-from gpe.slicer.errors import Refusal
-from gpe.slicer.facts import ArgFact, Facts, Kind
-from gpe.slicer.parser import parse
-from gpe.slicer.pipeline import Pass, analyse
-from gpe.slicer.placement import Place
+from . import anno, nodes
+from .anno import Key
+from .callees import pure_body, reads_python_numbers
+from .errors import Refusal
+from .facts import ArgFact, Facts, Kind
+from .parser import parse
+from .pipeline import Pass, analyse
+from .placement import Place
 
 
 def kind_of_layer_call(call: Callable, layer: Any, classify: Callable[[Any], Kind]

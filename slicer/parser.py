@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 import gast
 
-from gpe.slicer.errors import Refusal
-from gpe.slicer.sourcecheck import same_code
+from .errors import Refusal
+from .sourcecheck import same_code
 
 MISSING = object()
 

@@ -22,16 +22,16 @@ import copy
 
 import gast
 
-from gpe.slicer import anno, nodes, scope, templates
-from gpe.slicer.anno import Key
-from gpe.slicer.errors import Refusal
-from gpe.slicer.facts import Facts, Kind
-from gpe.slicer.parser import Parsed
-from gpe.slicer.placement import Place
-from gpe.slicer.follow import Follow
-from gpe.slicer.plan import ChannelKind, LineReport, Program, SlicePlan
-from gpe.slicer.words import temporaries
-from gpe.slicer.writer import Writer
+from . import anno, nodes, scope, templates
+from .anno import Key
+from .errors import Refusal
+from .facts import Facts, Kind
+from .parser import Parsed
+from .placement import Place
+from .follow import Follow
+from .plan import ChannelKind, LineReport, Program, SlicePlan
+from .words import temporaries
+from .writer import Writer
 
 HOST_FACTORY = """
 def _gpe_factory(__params__):

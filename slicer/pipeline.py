@@ -14,13 +14,12 @@ from typing import Any, Callable
 
 import gast
 
-from gpe.slicer import (activity, anno, callees, crossings, hoist, kinds, nodes, partition,
-                        placement)
-from gpe.slicer.anno import Key
-from gpe.slicer.errors import Refusal
-from gpe.slicer.facts import Facts, Kind
-from gpe.slicer.parser import Parsed, parse
-from gpe.slicer.plan import SlicePlan
+from . import activity, anno, callees, crossings, hoist, kinds, nodes, partition, placement
+from .anno import Key
+from .errors import Refusal
+from .facts import Facts, Kind
+from .parser import Parsed, parse
+from .plan import SlicePlan
 
 
 class Pass(enum.Enum):

@@ -14,13 +14,12 @@ import re
 
 import gast
 
-from gpe.slicer import anno, nodes
-from gpe.slicer.anno import Key
-from gpe.slicer.errors import Refusal
-from gpe.slicer.facts import (CONSTANT_BUILTINS, TF_CALLABLES, TF_KINDS,
-                              VARIABLE_EFFECT_METHODS, Facts, Kind)
-from gpe.slicer.hoist import is_tf_statement, is_tf_with, tf_evaluable
-from gpe.slicer.parser import Parsed
+from . import anno, nodes
+from .anno import Key
+from .errors import Refusal
+from .facts import CONSTANT_BUILTINS, TF_CALLABLES, TF_KINDS, VARIABLE_EFFECT_METHODS, Facts, Kind
+from .hoist import is_tf_statement, is_tf_with, tf_evaluable
+from .parser import Parsed
 
 
 class Place(enum.Enum):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import gast
 
-from gpe.slicer.words import spell, user_terms
+from .words import spell, user_terms
 
 
 class ChannelKind(enum.Enum):

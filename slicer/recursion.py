@@ -4,7 +4,7 @@ a recursive call is specialised on the structure it walks, its guard is that str
 `judge(fn, arg_kinds, objects, classify)` -> (kind, reads, counter attributes) or None:
 a call `self.encode(tree)` of a user function
 that calls itself on parts of a `Kind.STRUCTURE` argument (the call key describes that
-argument by its shape: host/signature.py, tfprog/channels.Structure). Its body may hold:
+argument by its shape: host/facts/signature.py, tfprog/channels.Structure). Its body may hold:
 - `if` tests on the structure: `isinstance(tree, Leaf)`, `tree.left is None`, and/or/not;
 - counters on an object argument: `self.n += 1` (a number added; `self.n` read nowhere
   else in the function);
@@ -29,11 +29,11 @@ from typing import Any, Callable, NamedTuple
 
 import gast
 
-from gpe.slicer import nodes
-from gpe.slicer.chains import chain_root, dotted
-from gpe.slicer.errors import Refusal
-from gpe.slicer.facts import TF_CALLABLES, Kind
-from gpe.slicer.parser import MISSING, parse
+from . import nodes
+from .chains import chain_root, dotted
+from .errors import Refusal
+from .facts import TF_CALLABLES, Kind
+from .parser import MISSING, parse
 
 _TF_READS = frozenset({Kind.VARIABLE, Kind.TF_OBJECT, Kind.TF_OP, Kind.TF_EFFECT_OP})
 _COUNTER_OPS = (gast.Add, gast.Sub)

@@ -14,7 +14,7 @@ from typing import Iterator
 
 import gast
 
-from gpe.slicer import nodes
+from . import nodes
 
 COMPREHENSIONS = (gast.ListComp, gast.SetComp, gast.DictComp, gast.GeneratorExp)
 

@@ -23,9 +23,9 @@ from typing import Callable
 
 import gast
 
-from gpe.slicer import anno, nodes
-from gpe.slicer.anno import Key
-from gpe.slicer.facts import TF_KINDS, Kind
+from . import anno, nodes
+from .anno import Key
+from .facts import TF_KINDS, Kind
 
 _TF_CALLS = frozenset({Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_CONSTANT})
 _COMPARE = (gast.Lt, gast.LtE, gast.Gt, gast.GtE, gast.Eq, gast.NotEq)

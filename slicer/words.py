@@ -14,8 +14,8 @@ from typing import Mapping
 
 import gast
 
-from gpe.slicer import nodes
-from gpe.slicer.templates import source_of
+from . import nodes
+from .templates import source_of
 
 TEMPORARY = re.compile(r"\b_gpe_[ht]\d+\b")
 # a variable the host reads, read in the TF part (hoist._read_value): `v.read_value()`

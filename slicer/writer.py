@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import gast
 
-from gpe.slicer import anno, scope, templates
-from gpe.slicer.anno import Key
-from gpe.slicer.plan import Channel, ChannelKind, LineReport
+from . import anno, scope, templates
+from .anno import Key
+from .plan import Channel, ChannelKind, LineReport
 
 
 @dataclass(eq=False)

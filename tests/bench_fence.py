@@ -1,4 +1,4 @@
-"""What the fences (host/fence.py) cost an eager variable op when no sliced call is in flight.
+"""What the fences (host/runtime/fence.py) cost an eager variable op when no sliced call is in flight.
 
     python tests/bench_fence.py [--ops N] [--repeats R]
 
@@ -24,8 +24,8 @@ from tensorflow.python.eager.polymorphic_function import concrete_function  # no
 from tensorflow.python.ops import (gen_resource_variable_ops, gen_training_ops,  # noqa: E402
                                    resource_variable_ops)
 
-from gpe.host import fence  # noqa: E402
-from gpe.host.session import get_session  # noqa: E402
+from gpe.host.runtime import fence  # noqa: E402
+from gpe.host.runtime.session import get_session  # noqa: E402
 
 V = tf.Variable(tf.ones([4, 4]))
 X = tf.ones([2, 4])
@@ -50,7 +50,7 @@ class States:
     """Switches the fences in and out: "none", "ops" (the wrapped Python ops), "all"."""
 
     def __init__(self):
-        get_session()  # installs every fence (host/fence.py)
+        get_session()  # installs every fence (host/runtime/fence.py)
         self.ops = [(m, n, getattr(m, n)) for m in (gen_resource_variable_ops,
                                                     gen_training_ops)
                     for n in dir(m) if hasattr(getattr(m, n), "__wrapped__")]

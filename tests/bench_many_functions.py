@@ -90,7 +90,7 @@ def run_mode(mode: str, path: str, timeout: float) -> tuple[float, str]:
     if mode == "eager":
         command = [sys.executable, path]
     else:
-        command = [os.path.join(os.path.dirname(sys.executable), "gpe"), "run", path]
+        command = [sys.executable, "-m", "gpe.cli", "run", path]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     start = time.perf_counter()
     done = subprocess.run(command, cwd=os.path.dirname(path), env=env, capture_output=True,

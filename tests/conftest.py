@@ -3,12 +3,21 @@ import sys
 import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# `gpe run` builds a function only once its calls have paid for it (host/payoff.py); the
+# `gpe run` builds a function only once its calls have paid for it (host/speculation/payoff.py); the
 # tests of what gets sliced count calls of short programs, so they build at once, as
 # `gpe.function` does (tests/test_payoff.py tests the rule itself, and sets it there)
 os.environ.setdefault("GPE_PAYOFF", "0")
 sys.path.insert(0, os.path.dirname(__file__))
 
 import tensorflow  # noqa: E402,F401  imported once, here, for the whole test process
+
+import gpe  # noqa: E402
+
+# the scripts and commands the tests start (`python -m gpe.cli`, `gpe run`) import the gpe
+# this process imports: the checkout's where `python -m pytest` ran from the root
+_GPE_HOME = os.path.dirname(os.path.dirname(os.path.abspath(gpe.__file__)))
+if os.path.isfile(os.path.join(_GPE_HOME, "pyproject.toml")):
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [_GPE_HOME] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)

@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 import gpe
-from gpe.host.opcount import eager_ops, user_ops
+from gpe.host.runtime.opcount import eager_ops, user_ops
 
 
 @dataclass

@@ -1,11 +1,11 @@
-"""The adaptive eager-or-sliced choice (host/adaptive.py), driven by a fake clock: the
+"""The adaptive eager-or-sliced choice (host/speculation/adaptive.py), driven by a fake clock: the
 verdict follows the medians, has hysteresis, is the same under noise run after run, and
 its message is true."""
 from __future__ import annotations
 
 import random
 
-from gpe.host.adaptive import (BLOCK_CALLS, BLOCKS, CLEAR, MAX_DROPPED, MAX_ROUNDS,
+from gpe.host.speculation.adaptive import (BLOCK_CALLS, BLOCKS, CLEAR, MAX_DROPPED, MAX_ROUNDS,
                                PROBE_CALLS, SECOND_CLEAR, WARM_CALLS, AdaptiveTimer)
 
 

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 import gpe
 from gpe.cli import main as cli
-from gpe.host import bundle_load
+from gpe.host.bundles import bundle_load
 from gpe.tfprog import bundle as bundles
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -200,9 +200,10 @@ import contextlib, io, json, sys
 import numpy as np
 import tensorflow as tf
 import gpe
-from gpe.host import builder, bundle_load, variant
+from gpe.host.variants import builder, variant
+from gpe.host.bundles import bundle_load
 from gpe.tfprog import sink
-from gpe.host.opcount import eager_ops, user_ops
+from gpe.host.runtime.opcount import eager_ops, user_ops
 from tensorflow.python.eager import context
 from tensorflow.python.framework import func_graph
 

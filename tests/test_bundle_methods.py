@@ -60,7 +60,7 @@ import json, sys
 import numpy as np
 import tensorflow as tf
 import gpe
-from gpe.host import bundle_load
+from gpe.host.bundles import bundle_load
 
 lib = gpe.load(sys.argv[1])
 import mlib.nets as m

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from harness import check
 import gpe
-from gpe.host.opcount import eager_ops, graph_ops, user_ops
+from gpe.host.runtime.opcount import eager_ops, graph_ops, user_ops
 
 X = tf.constant(np.arange(12, dtype=np.float32).reshape(4, 3) / 10)
 Y = tf.constant(np.linspace(-1, 1, 8, dtype=np.float32).reshape(4, 2))

@@ -169,8 +169,7 @@ def test_gpe_run_on_a_mirrored_script(tmp_path):
     (tmp_path / "train.py").write_text(textwrap.dedent(SCRIPT))
     plain = _run([sys.executable, "train.py"], tmp_path)
     assert plain.returncode == 0, plain.stderr[-2000:]
-    gpe_bin = os.path.join(os.path.dirname(sys.executable), "gpe")
-    sliced = _run([gpe_bin, "run", "--report", "train.py"], tmp_path)
+    sliced = _run([sys.executable, "-m", "gpe.cli", "run", "--report", "train.py"], tmp_path)
     assert sliced.returncode == 0, sliced.stderr[-3000:]
     expected = [l for l in plain.stdout.splitlines() if l.startswith(("losses", "w "))]
     got = [l for l in sliced.stdout.splitlines() if l.startswith(("losses", "w "))]

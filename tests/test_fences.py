@@ -1,4 +1,4 @@
-"""Fences (host/fence.py): plain code that touches a variable after sliced calls sees the
+"""Fences (host/runtime/fence.py): plain code that touches a variable after sliced calls sees the
 state eager would have, however it touches it, and a thread working for a running sliced
 call never waits for that call.
 

@@ -306,7 +306,7 @@ def test_tf_read_after_a_nested_call_sees_the_host_write_at_its_end():
 # read `tf.reduce_sum(v)` before the graph had finished the sliced call's write: the fence
 # wrapped TF's Python variable ops, but TF's C++ fast path reads a variable passed to an op
 # itself (`tf.reduce_sum(v)`, `tf.square(v)`, `tf.stack([v])`...), taking only its
-# `_dtype` and `_handle`: `_handle` is a fenced property (host/fence.py). Graph work of
+# `_dtype` and `_handle`: `_handle` is a fenced property (host/runtime/fence.py). Graph work of
 # tens of milliseconds makes the race certain.
 BIG = tf.ones([192, 192])
 
@@ -434,7 +434,7 @@ def test_a_failing_slice_in_a_tensor_loop_stops_the_write_after_the_loop():
 # seed 10317: a caller's eager read of a variable its sliced helper wrote -------------------
 # Mode "all": `h0` (sliced) writes V_v; `main`, in a call it runs eagerly, then checks
 # `assert float(tf.reduce_sum(V_v).numpy()) < 3.0`. The read is TF's C++ fast path (the
-# variable given to an op): before the `_handle` fence (host/fence.py) it could run before
+# variable given to an op): before the `_handle` fence (host/runtime/fence.py) it could run before
 # the graph had finished h0's write (a gpe-only AssertionError, once in 2,390 programs).
 # Graph work of tens of milliseconds in h0: without the fence this test fails in most runs.
 def test_seed10317_caller_run_eagerly_reads_what_its_sliced_helper_wrote():

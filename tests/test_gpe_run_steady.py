@@ -97,7 +97,7 @@ def test_the_later_calls_are_counted_from_marks_at_no_cost_per_call():
     counts noted at marks (16, 18, ... 32, 36, ...: an eighth of a doubling apart), not
     on every call: the call path compares `calls` with `mark` and does nothing else
     (tests/test_call_path.py counts its Python calls)."""
-    from gpe.host.stats import FIRST_MARK, Stats
+    from gpe.host.diagnostics.stats import FIRST_MARK, Stats
     stats = Stats()
     for call in range(1, 10_001):
         stats.calls += 1

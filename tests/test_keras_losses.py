@@ -1,6 +1,6 @@
 """Losses a Keras layer adds in its `call` (`self.add_loss(...)`, an activity regularizer)
 while the model call runs in the TF part: after each sliced call `model.losses` holds that
-call's values, as eagerly (tfprog/losses.py, host/losses.py).
+call's values, as eagerly (tfprog/losses.py, host/runtime/losses.py).
 
 The Keras guide "Writing a training loop from scratch" trains exactly such a model
 (`ActivityRegularizationLayer`, then `loss_value += sum(model.losses)` in the tape): its
@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import gpe
-from gpe.host.opcount import eager_ops, user_ops
+from gpe.host.runtime.opcount import eager_ops, user_ops
 from harness import check
 
 RNG = np.random.default_rng(3)

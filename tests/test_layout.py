@@ -17,39 +17,105 @@ ALLOWED = {
     "tfprog": {"gpe.tfprog", "gpe.slicer"},
     "host": {"gpe.host", "gpe.tfprog", "gpe.slicer"},
 }
+# host/'s concerns, bottom to top: what each may import of gpe.host besides itself
+HOST_ALLOWED = {
+    "runtime": set(),
+    "facts": set(),
+    "diagnostics": {"runtime"},
+    "speculation": {"facts"},
+    "variants": {"runtime", "facts", "speculation", "diagnostics"},
+    "distribution": {"variants", "runtime", "facts", "speculation", "diagnostics"},
+    "bundles": {"variants", "runtime", "facts", "speculation", "diagnostics"},
+    "call": {"variants", "runtime", "facts", "speculation", "diagnostics", "distribution",
+             "bundles"},
+}
+# the CLI's own modules import what a command needs when it runs (TensorFlow included)
+LAZY_IMPORTS_ALLOWED = {"gpe/cli.py", "gpe/drive.py"}
 
 
-def gpe_imports(path: pathlib.Path) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        names = []
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+def installed_name(path: pathlib.Path) -> list[str]:
+    """The dotted package a project file belongs to, as installed (host/x/y.py -> gpe.host.x)."""
+    rel = path.relative_to(ROOT)
+    top = ["gpe"] if rel.parts[0] == "gpe" else ["gpe", rel.parts[0]]
+    return top + list(rel.parts[1:-1])
+
+
+def project_imports(path: pathlib.Path, tree=None) -> list[tuple[ast.AST, str, bool]]:
+    """(node, absolute module, written relatively) for each import of the project."""
+    found = []
+    package = installed_name(path)
+    for node in ast.walk(tree or ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[:len(package) - node.level + 1]
+            module = ".".join(base + ([node.module] if node.module else []))
+            found += [(node, f"{module}.{a.name}", True) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found += [(node, f"{node.module}.{a.name}", False) for a in node.names]
         elif isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        for name in names:
-            parts = name.split(".")
-            if parts[0] in ("slicer", "host", "tfprog"):
-                found.add(name)  # an old top-level name: never allowed
-            elif parts[0] == "gpe" and len(parts) > 1:
-                found.add(".".join(parts[:2]))
-            elif parts[0] == "gpe":
-                found.add("gpe")
-    return found
+            found += [(node, a.name, False) for a in node.names]
+    return [(n, m, rel) for n, m, rel in found
+            if m.split(".")[0] in ("gpe", "slicer", "host", "tfprog")]
+
+
+def gpe_imports(path: pathlib.Path, depth: int = 2) -> set[str]:
+    """The gpe packages (first `depth` parts of the name) a file imports; an old top-level
+    name (slicer, host, tfprog) is never allowed and is kept whole."""
+    return {m if m.split(".")[0] != "gpe" else ".".join(m.split(".")[:depth])
+            for _, m, _ in project_imports(path)}
+
+
+def project_files(package: str) -> list[pathlib.Path]:
+    return sorted((ROOT / package).rglob("*.py"))
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
 def test_imports_go_one_way(package):
     bad = {}
-    for path in sorted((ROOT / package).glob("*.py")):
+    for path in project_files(package):
         wrong = {m for m in gpe_imports(path) if m not in ALLOWED[package]}
         if wrong:
-            bad[path.name] = sorted(wrong)
+            bad[str(path.relative_to(ROOT))] = sorted(wrong)
     assert not bad, f"{package}/ imports outside gpe -> host -> tfprog -> slicer: {bad}"
 
 
+def test_host_concerns_import_downwards():
+    assert {p.name for p in (ROOT / "host").glob("*.py")} == {"__init__.py"}, \
+        "every host module lives in the subfolder of its concern"
+    assert {p.parent.name for p in (ROOT / "host").glob("*/__init__.py")} == set(HOST_ALLOWED)
+    bad = {}
+    for concern, allowed in HOST_ALLOWED.items():
+        for path in project_files(f"host/{concern}"):
+            names = {m.split(".")[2] for m in gpe_imports(path, depth=3)
+                     if m.startswith("gpe.host.")}
+            wrong = names - allowed - {concern}
+            if wrong:
+                bad[str(path.relative_to(ROOT))] = sorted(wrong)
+    assert not bad, f"host/ concerns importing upwards: {bad}"
+    for concern in HOST_ALLOWED:  # each says what it owns and what it may import
+        doc = ast.get_docstring(ast.parse((ROOT / "host" / concern / "__init__.py").read_text()))
+        assert doc and "import" in doc, concern
+
+
+def test_imports_inside_the_project_are_relative():
+    absolute, late = [], []
+    for package in ("gpe", "host", "slicer", "tfprog"):
+        for path in project_files(package):
+            rel = str(path.relative_to(ROOT))
+            tree = ast.parse(path.read_text())
+            in_functions = {id(n) for f in ast.walk(tree)
+                            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                            for n in ast.walk(f)}
+            for node, module, relative in project_imports(path, tree):
+                if not relative:
+                    absolute.append(f"{rel}:{node.lineno} {module}")
+                elif id(node) in in_functions and rel not in LAZY_IMPORTS_ALLOWED:
+                    late.append(f"{rel}:{node.lineno} {module}")
+    assert not absolute, f"absolute imports of the project (import relatively): {absolute}"
+    assert not late, f"imports of project modules inside functions: {late}"
+
+
 def test_slicer_has_no_tensorflow_in_its_source():
-    for path in (ROOT / "slicer").glob("*.py"):
+    for path in project_files("slicer"):
         assert "tensorflow" not in {n.split(".")[0] for n in gpe_imports(path)}
         assert not re.search(r"^\s*(import|from)\s+tensorflow", path.read_text(), re.M), path
 
@@ -90,7 +156,7 @@ def test_wheel_adds_only_gpe_to_site_packages(tmp_path):
     for sub in ("slicer", "host", "tfprog"):
         assert (site / "gpe" / sub / "__init__.py").is_file()
     # and the installed copy imports as one namespace (this interpreter has its dependencies)
-    code = "import gpe.slicer, gpe.host.session, sys; print(gpe.slicer.__file__)"
+    code = "import gpe.slicer, gpe.host.runtime.session, sys; print(gpe.slicer.__file__)"
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(site)},
                          cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip().startswith(str(site)), out.stdout
@@ -100,13 +166,13 @@ def test_modules_and_functions_stay_small():
     """DESIGN: modules of 150-500 lines, functions under ~60 (tests and examples aside)."""
     big = []
     for package in ("gpe", *ALLOWED):
-        for path in sorted((ROOT / package).glob("*.py")):
-            source = path.read_text()
+        for path in project_files(package):
+            source, name = path.read_text(), path.relative_to(ROOT)
             if source.count("\n") > 500:
-                big.append(f"{package}/{path.name}: {source.count(chr(10))} lines")
+                big.append(f"{name}: {source.count(chr(10))} lines")
             for node in ast.walk(ast.parse(source)):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     length = node.end_lineno - node.lineno + 1
                     if length > 60:
-                        big.append(f"{package}/{path.name}: {node.name} {length} lines")
+                        big.append(f"{name}: {node.name} {length} lines")
     assert not big, big

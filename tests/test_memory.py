@@ -50,7 +50,7 @@ def test_no_growth_over_10000_calls():
 def test_a_dropped_function_leaves_the_sink():
     """Each new variant restarts the sink; parts whose function is gone are left out then
     (before, every part ever built stayed, and each restart and call got slower)."""
-    from gpe.host.session import get_session
+    from gpe.host.runtime.session import get_session
     x = tf.ones([4])
 
     def make(i):

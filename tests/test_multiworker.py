@@ -32,7 +32,7 @@ def test_two_workers_agree_and_gpe_equals_eager(tmp_path):
 @pytest.mark.timeout(300)
 def test_two_workers_with_the_replica_step_sliced_equal_eager(tmp_path):
     """gpe.function on the per-replica step only, called by plain strategy.run: one
-    replicated sliced call per step on each worker (host/replicated.py)."""
+    replicated sliced call per step on each worker (host/distribution/replicated.py)."""
     proc = _launch(tmp_path, "--mode", "both", "--steps", "8", "--wrap", "replica")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     out = proc.stdout
@@ -48,7 +48,7 @@ def test_two_workers_with_a_host_work_replica_step_slice_and_equal_eager(tmp_pat
     workers: the workers agree, gpe's losses, weights, printed output and host list equal
     eager's on every worker, and every call after the 3 profile calls runs sliced (the
     host part in the worker's replica thread, the TF part with the collective all-reduce
-    in the graph: host/replica_step.py)."""
+    in the graph: host/distribution/replica_step.py)."""
     proc = _launch(tmp_path, "--mode", "both", "--steps", "8", "--wrap", "replica",
                    "--host-work")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]

@@ -1,13 +1,13 @@
 """A function `gpe run` wraps is built only once its calls have paid for it
-(host/payoff.py): counts of calls taken each way, with the expected build cost fixed
+(host/speculation/payoff.py): counts of calls taken each way, with the expected build cost fixed
 through GPE_PAYOFF (conftest.py sets 0, build at once, for the other tests)."""
 from __future__ import annotations
 
 import pytest
 import tensorflow as tf
 
-from gpe.host import payoff
-from gpe.host.function import SlicedFunction
+from gpe.host.speculation import payoff
+from gpe.host.call.function import SlicedFunction
 
 X = tf.ones([4, 8])
 

@@ -3,7 +3,7 @@ different): every observation of them under gpe equals eager's, and they stay pi
 (not waited for) until a use needs the value.
 
 The one observation gpe cannot answer as eager is the class itself: `type(r)` and
-`isinstance(r, tf.Tensor)` (see host/pending.py's docstring for why faking it is unsafe);
+`isinstance(r, tf.Tensor)` (see host/runtime/pending.py's docstring for why faking it is unsafe);
 the test names those and checks they are the only differences.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import tensorflow as tf
 import gpe
 
 # type() and isinstance(r, tf.Tensor / EagerTensor): a Pending is a core.Tensor, not a
-# tf.Tensor (host/pending.py says why it cannot claim to be one)
+# tf.Tensor (host/runtime/pending.py says why it cannot claim to be one)
 CLASS_ONLY = {"type", "type is EagerTensor", "isinstance tf.Tensor", "isinstance (ndarray, Tensor)",
               "isinstance EagerTensor"}
 

@@ -12,7 +12,7 @@ each step prints replica 0's line, then replica 1's. Each check compares gpe wit
 program run eagerly: losses, final weights, printed output (in eager's order) and the
 host lists.
 
-gpe slices all three (host/replica_step.py for the second and third): the host part runs
+gpe slices all three (host/distribution/replica_step.py for the second and third): the host part runs
 once per replica in strategy.run's own replica threads, the TF part is one graph traced
 under the strategy."""
 import json
@@ -212,7 +212,7 @@ def test_only_the_replicated_cancel_is_taken_for_the_host_leaving():
     race it fixes (a fence before or after the sink failed) made the raising program above
     fail 1 to 2 times in 4 under load."""
     import tensorflow as tf
-    from gpe.host.graph_error import host_left_replicated_call
+    from gpe.host.runtime.graph_error import host_left_replicated_call
     from gpe.tfprog.replica_part import CANCELLED
 
     def failure(*roots):

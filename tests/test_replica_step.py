@@ -2,7 +2,7 @@
 then plain `strategy.run(step, args=...)` in the loop, under MirroredStrategy over 2
 logical CPU devices (in a subprocess: the logical devices are set before TensorFlow
 initialises). As TensorFlow does for a tf.function given to strategy.run, the whole
-replicated step is one sliced call (host/replicated.py): every replica's TF work and the
+replicated step is one sliced call (host/distribution/replicated.py): every replica's TF work and the
 optimizer's all-reduce in its TF part. Each check compares with the same program run
 eagerly (losses, final weights, printed output) and shows the work ran sliced."""
 import json
@@ -253,8 +253,7 @@ def test_gpe_run_slices_the_replica_step_of_an_unmodified_script(tmp_path):
     plain = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True,
                            text=True, timeout=300, env=env)
     assert plain.returncode == 0, plain.stderr[-2000:]
-    gpe_bin = os.path.join(os.path.dirname(sys.executable), "gpe")
-    sliced = subprocess.run([gpe_bin, "run", "--report", "train.py"], cwd=tmp_path,
+    sliced = subprocess.run([sys.executable, "-m", "gpe.cli", "run", "--report", "train.py"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=300,
                             env=dict(env, GPE_PAYOFF="0"))  # built after its profile calls
     assert sliced.returncode == 0, sliced.stderr[-3000:]

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 import gpe
 from harness import check, default_sigint, run
-from gpe.host.opcount import eager_ops, user_ops
+from gpe.host.runtime.opcount import eager_ops, user_ops
 
 X = tf.constant([1.0, 2.0, 3.0])
 
@@ -131,8 +131,8 @@ def heavy(x):
 
 
 def test_a_stuck_wait_raises_naming_channel_and_function_then_session_recovers():
-    from gpe.host.session import get_session
-    from gpe.host.watchdog import GpeTimeoutError
+    from gpe.host.runtime.session import get_session
+    from gpe.host.runtime.watchdog import GpeTimeoutError
     sliced = gpe.function(heavy, profile_calls=1)
     small = tf.ones([4, 4])
     big = tf.ones([2000, 2000])
@@ -277,7 +277,7 @@ def test_a_sink_of_a_failed_generation_does_not_fail_the_next_one():
     """A timed-out sink may still be running when the next call starts a new generation;
     when it then ends with an error (its queues are gone), the new generation stays
     healthy (it used to be failed by it: the next call raised NotFoundError)."""
-    from gpe.host.session import get_session
+    from gpe.host.runtime.session import get_session
     sliced = gpe.function(heavy, profile_calls=1)
     small = tf.ones([4, 4])
     sliced(small)
@@ -306,7 +306,7 @@ def test_the_adaptive_timer_survives_a_nested_call_finishing_its_measurement():
     """While gpe times a variant's eager calls, a recursive call of the same function is
     timed too and may finish the measurement first; the outer call then crashed with
     "'NoneType' object has no attribute 'append'" (a tree network under gpe run)."""
-    from gpe.host.adaptive import BLOCK_CALLS, WARM_CALLS, AdaptiveTimer
+    from gpe.host.speculation.adaptive import BLOCK_CALLS, WARM_CALLS, AdaptiveTimer
     now = [0.0]
     timer = AdaptiveTimer(clock=lambda: now[0])
     for _ in range(WARM_CALLS):
@@ -378,7 +378,7 @@ def test_the_session_says_when_a_new_sink_was_starting():
     from a sink's start until the host has read the acknowledgement of the first call
     sent after it (TensorFlow instantiated it by then)."""
     import time
-    from gpe.host.session import get_session
+    from gpe.host.runtime.session import get_session
 
     def doubled(x):
         return tf.reduce_sum(x * 2.0)

@@ -1,4 +1,4 @@
-"""Parts are kept in groups, one sink per group (host/sinks.py): adding a part rebuilds only
+"""Parts are kept in groups, one sink per group (host/runtime/sinks.py): adding a part rebuilds only
 its group's sink, so it costs the same however many parts there are (counted: the parts
 and the functions each new sink reaches, which TensorFlow copies and looks into when it
 instantiates the sink), and calls alternating between groups keep eager's order."""
@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 import gpe
-from gpe.host import session as session_module, sinks
+from gpe.host.runtime import session as session_module, sinks
 from gpe.tfprog import sink as sink_module
 
 X = tf.ones([4, 8]) * 0.1
@@ -96,7 +96,7 @@ def test_calls_alternating_between_groups_keep_eager_order():
 
 @pytest.mark.timeout(300)
 def test_each_new_sink_is_instantiated_on_the_one_instantiating_thread_first(monkeypatch):
-    """TensorFlow's oneDNN pass keeps its kernel-registry answers per thread (host/sinks.py):
+    """TensorFlow's oneDNN pass keeps its kernel-registry answers per thread (host/runtime/sinks.py):
     each new sink is instantiated on the session's one instantiating thread, running no
     call there (its control queue is left to it), before its own thread runs the calls."""
     seen = []  # (what, sink, thread name), in order

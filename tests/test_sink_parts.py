@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 import gpe
-from gpe.host.session import get_session
+from gpe.host.runtime.session import get_session
 
 X = tf.ones([3, 4])
 OFFSET = tf.constant(np.arange(4, dtype=np.float32))  # captured as a plain tensor
@@ -56,7 +56,7 @@ def test_functions_dropped_after_their_first_sliced_call_do_not_fail_the_sink(tm
     import importlib.util
 
     from bench_many_functions import script
-    from gpe.host.function import SlicedFunction
+    from gpe.host.call.function import SlicedFunction
     path = tmp_path / "many.py"
     path.write_text(script(12, 1))
     spec = importlib.util.spec_from_file_location("gpe_test_many", path)

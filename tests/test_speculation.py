@@ -10,7 +10,7 @@ import tensorflow as tf
 
 import gpe
 from harness import check
-from gpe.host.opcount import eager_ops, user_ops
+from gpe.host.runtime.opcount import eager_ops, user_ops
 
 RNG = np.random.default_rng(11)
 

@@ -44,7 +44,7 @@ def test_pure_tf_arithmetic_returns_tensor():
             return tf.reduce_sum(z, axis=1)
         return forward, {"w": w}
     under = check(make, CALLS)
-    from gpe.host.opcount import graph_ops
+    from gpe.host.runtime.opcount import graph_ops
     ops = graph_ops(next(iter(under.target.variants.values())).part)
     assert {"MatMul", "Relu", "Tanh", "Mean", "Sum"} <= set(ops)
 

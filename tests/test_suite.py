@@ -11,7 +11,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 import suite  # noqa: E402
 import gpe  # noqa: E402
 from harness import run, same  # noqa: E402
-from gpe.host.opcount import graph_ops  # noqa: E402
+from gpe.host.runtime.opcount import graph_ops  # noqa: E402
 
 TOTALS = {"graph": 0, "host": 0}
 

@@ -4,6 +4,6 @@ Importing it checks the installed TensorFlow against the versions gpe is tested 
 """
 import tensorflow as _tf
 
-from gpe.tfprog import version as _version
+from . import version as _version
 
 _version.check(_tf.__version__)

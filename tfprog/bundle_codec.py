@@ -11,8 +11,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from gpe.slicer.plan import Channel, ChannelKind, LineReport, Program, SlicePlan
-from gpe.tfprog.channels import ValueSpec
+from ..slicer.plan import Channel, ChannelKind, LineReport, Program, SlicePlan
+from .channels import ValueSpec
 
 _PLAN_TUPLES = ("sites", "bound", "assumptions", "captures", "nested")
 

@@ -55,14 +55,14 @@ def spec_of(value) -> ValueSpec:
     if isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind in "biufc":
         dtype = tf.as_dtype(value.dtype)
         # "numpy.": NumPy 2 names np.bool_ "bool", the label of a Python bool, which comes
-        # back from the TF part a Python bool (host/channel.py); a NumPy value must not
+        # back from the TF part a Python bool (host/runtime/channel.py); a NumPy value must not
         return ValueSpec(dtype, tuple(np.shape(value)), True, dtype,
                          "numpy." + type(value).__name__)
     raise Unsendable(f"a {type(value).__name__} value cannot cross into the TF part")
 
 
 # TF -> host: a None the TF part computed (a callee that returns nothing, `s = bump(v)`):
-# a placeholder bool crosses, the host gets None back (host/channel.py)
+# a placeholder bool crosses, the host gets None back (host/runtime/channel.py)
 NONE_SPEC = ValueSpec(tf.bool, (), True, tf.bool, "NoneType")
 
 

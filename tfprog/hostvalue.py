@@ -12,7 +12,7 @@ import operator
 import tensorflow as tf
 from tensorflow.python.types import core
 
-from gpe.tfprog.channels import ValueSpec, python_spec
+from .channels import ValueSpec, python_spec
 
 class HostValue(core.Tensor):
     """A Python or NumPy value received from the host, inside the TF part.

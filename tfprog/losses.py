@@ -7,7 +7,7 @@ lists would hold the trace's symbolic tensors from then on. So while a part is t
 (`recording(recorder)`), the outermost `_clear_losses` of a model call and each
 `add_loss` are recorded in order (`Recorder.events`), and each loss added is also put
 into a queue of its own (made outside the graph: the host reads it). After each sliced
-call the host replays them (host/losses.py): the lists are cleared and filled with the
+call the host replays them (host/runtime/losses.py): the lists are cleared and filled with the
 call's values, received in FIFO order as `Pending`s.
 
 An `add_loss` the part does not run exactly once per call that the host did not cancel

@@ -19,13 +19,13 @@ from typing import Any, Callable
 import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
-from gpe.slicer import recursion
-from gpe.slicer.plan import ChannelKind, SlicePlan
-from gpe.tfprog.channels import NONE_SPEC, ValueSpec, flatten, read_variable, unflatten
-from gpe.tfprog.exact import exact_arithmetic
-from gpe.tfprog.hostvalue import HostValue, Speculated, python_leaf_spec
-from gpe.tfprog import asserts, losses, randomness
-from gpe.tfprog.failing import can_fail
+from ..slicer import recursion
+from ..slicer.plan import ChannelKind, SlicePlan
+from .channels import NONE_SPEC, ValueSpec, flatten, read_variable, unflatten
+from .exact import exact_arithmetic
+from .hostvalue import HostValue, Speculated, python_leaf_spec
+from . import asserts, losses, randomness
+from .failing import can_fail
 
 _RESOURCE = tf.TensorSpec([], tf.resource)
 _PY_NUMBERS = frozenset({"bool", "int", "float"})  # host values that come back as sent

@@ -44,9 +44,9 @@ from tensorflow.python.eager import context, tape as tape_lib
 from tensorflow.python.framework import ops, random_seed
 from tensorflow.python.ops import gen_random_ops, gen_stateless_random_ops_v2 as stateless
 
-from gpe.slicer.plan import ChannelKind, SlicePlan
-from gpe.tfprog import failing
-from gpe.tfprog.channels import ValueSpec
+from ..slicer.plan import ChannelKind, SlicePlan
+from . import failing
+from .channels import ValueSpec
 
 PHILOX = 1  # the stateless ops' algorithm: the stateful kernels' generator
 _LINE = re.compile(r"gpe(\d+)_L(\d+)")  # part.LINE_SCOPE (the trace's line scopes)

@@ -17,7 +17,7 @@ all-reduce). Rescues and legacy random ops are refused.
 
 Tracing records where the replicas' `merge_call`s are: `Traced.merges` lists, per merge (in
 program order), the last gate channel the TF program passed before it (None: none), which
-is where the host part must hand over to the next replica (host/replica_step.py).
+is where the host part must hand over to the next replica (host/distribution/replica_step.py).
 """
 from __future__ import annotations
 
@@ -30,11 +30,11 @@ from tensorflow.python.ops import gen_logging_ops
 from tensorflow.python.distribute import mirrored_run
 from tensorflow.python.distribute import values as dist_values
 
-from gpe.slicer.plan import Channel, ChannelKind, SlicePlan
-from gpe.tfprog import asserts, losses, randomness
-from gpe.tfprog.channels import unflatten
-from gpe.tfprog.exact import exact_arithmetic
-from gpe.tfprog.part import Part, PartError, _RESOURCE, _TraceRuntime
+from ..slicer.plan import Channel, ChannelKind, SlicePlan
+from . import asserts, losses, randomness
+from .channels import unflatten
+from .exact import exact_arithmetic
+from .part import Part, PartError, _RESOURCE, _TraceRuntime
 
 CANCELLED = "gpe: the host left this replicated call"
 

@@ -30,8 +30,8 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import cond_v2, gen_array_ops, gen_data_flow_ops, \
     gen_resource_variable_ops, resource_variable_ops
 
-from gpe.tfprog import sink_template as templates
-from gpe.tfprog.exact import exact_arithmetic
+from . import sink_template as templates
+from .exact import exact_arithmetic
 
 STOP = -1
 TRACES = templates.TRACES  # {"template": n, "wrapper": n, "sink": n}: Python traces made

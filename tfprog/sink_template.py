@@ -25,7 +25,7 @@ from tensorflow.python.ops import gen_data_flow_ops, gen_functional_ops, \
     gen_resource_variable_ops
 from tensorflow.python.ops import control_flow_util_v2
 
-from gpe.tfprog.exact import exact_arithmetic
+from .exact import exact_arithmetic
 
 TRACES = {"template": 0, "wrapper": 0, "sink": 0}  # Python traces made (see sink.py)
 DUMMY = "gpe_sink_dummy"

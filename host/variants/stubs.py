@@ -19,11 +19,11 @@ import tensorflow as tf
 from tensorflow.python.eager import context as tf_context
 from tensorflow.python.framework.ops import EagerTensor
 
-from gpe.slicer import recursion
-from gpe.slicer.plan import ChannelKind
+from ...slicer import recursion
+from ...slicer.plan import ChannelKind
 
-from gpe.tfprog.channels import ValueSpec, flatten, matches, read_variable, spec_of
-from gpe.tfprog.randomness import Collision, draw
+from ...tfprog.channels import ValueSpec, flatten, matches, read_variable, spec_of
+from ...tfprog.randomness import Collision, draw
 
 
 
@@ -148,7 +148,7 @@ class CallContext:
     """One sliced call's channel operations. `eager`: after a rescue the host runs the
     rest of the call itself (the host program's copies of the TF statements run then).
 
-    Each operation is an atomic step (host/interrupt.py): a Ctrl-C is raised before it
+    Each operation is an atomic step (host/runtime/interrupt.py): a Ctrl-C is raised before it
     did anything or after its bookkeeping; `pos` moves only once the channel operation
     is done, so that `finish` cancels from where the TF part really is."""
 

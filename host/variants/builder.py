@@ -15,14 +15,14 @@ import weakref
 
 import tensorflow as tf
 
-from gpe.host import oracle, signature
-from gpe.host.loader import load
-from gpe.host.speculation import NotObserved, channel_specs, stable_entry_values
-from gpe.host.variant import Variant, callee_variant
-from gpe.slicer import Refusal, SlicePlan, callees, slice_function
-from gpe.slicer.plan import ChannelKind
-from gpe.tfprog.channels import Unsendable, read_variable, spec_of, structure_of
-from gpe.tfprog.part import NeedsEntry, PartError
+from ..facts import oracle, signature
+from .loader import load
+from ..speculation.speculation import NotObserved, channel_specs, stable_entry_values
+from .variant import Variant, callee_variant
+from ...slicer import Refusal, SlicePlan, callees, slice_function
+from ...slicer.plan import ChannelKind
+from ...tfprog.channels import Unsendable, read_variable, spec_of, structure_of
+from ...tfprog.part import NeedsEntry, PartError
 
 log = logging.getLogger("gpe")
 # `_gpe_rt` of a profile program: only what the user's statements call on it (a variable

@@ -11,16 +11,16 @@ import time
 import weakref
 from typing import Any
 
-from gpe.host import signature
-from gpe.host.adaptive import AdaptiveTimer
-from gpe.host.payoff import COSTS, progress
-from gpe.host.call import Runtime
-from gpe.host.loader import load
-from gpe.host.losses import Replay
-from gpe.host.session import Registration, Session, get_session
-from gpe.slicer import SlicePlan
-from gpe.tfprog.losses import Added
-from gpe.tfprog.part import Part, build_part
+from ..facts import signature
+from ..speculation.adaptive import AdaptiveTimer
+from ..speculation.payoff import COSTS, progress
+from .stubs import Runtime
+from .loader import load
+from ..runtime.losses import Replay
+from ..runtime.session import Registration, Session, get_session
+from ...slicer import SlicePlan
+from ...tfprog.losses import Added
+from ...tfprog.part import Part, build_part
 
 log = logging.getLogger("gpe")
 
@@ -41,7 +41,7 @@ class Variant:
         self.session: Session = get_session()
         self.part: Part | None = None
         self._registration: Registration | None = None
-        self.replay: Replay | None = None  # Keras losses its TF part adds (host/losses.py)
+        self.replay: Replay | None = None  # Keras losses its TF part adds (host/runtime/losses.py)
         self.host_fn = None
         # prior: the function's plain eager calls before it was built (payoff.py)
         self.timer = AdaptiveTimer(adaptive, sibling=sibling_timer, prior=prior,

@@ -4,7 +4,7 @@ Host operations that can block (a dequeue, an enqueue into a full queue) run ins
 `session.waiting(label)`. A daemon thread checks them: one that has waited longer than the
 session's wait timeout fails the session with `GpeTimeoutError` naming the channel and its
 function, which closes every queue and so wakes the wait. It also listens on the signal
-wakeup fd: a signal cancels the main thread's wait (host/interrupt.py), so Ctrl-C during a
+wakeup fd: a signal cancels the main thread's wait (host/runtime/interrupt.py), so Ctrl-C during a
 wait raises KeyboardInterrupt at once and leaves the session and the calls sent as they were.
 """
 from __future__ import annotations

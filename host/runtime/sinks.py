@@ -35,7 +35,7 @@ import threading
 
 import tensorflow as tf
 
-from gpe.tfprog.exact import use_exact_arithmetic_on_this_thread
+from ...tfprog.exact import use_exact_arithmetic_on_this_thread
 
 log = logging.getLogger("gpe")
 

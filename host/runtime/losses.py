@@ -12,9 +12,9 @@ from __future__ import annotations
 import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
-from gpe.host.channel import HostChannel
-from gpe.tfprog.channels import ValueSpec
-from gpe.tfprog.losses import Added
+from .channel import HostChannel
+from ...tfprog.channels import ValueSpec
+from ...tfprog.losses import Added
 
 
 class Replay:

@@ -29,16 +29,16 @@ from tensorflow.python.eager import context
 from tensorflow.python.eager.polymorphic_function import atomic_function
 from tensorflow.python.framework import ops
 
-from gpe.host.bundle_export import module_hash, synthetic
-from gpe.host.call import Runtime
-from gpe.host.loader import load
-from gpe.host.signature import resolve
-from gpe.host.stats import GpeWarning
-from gpe.host.variant import Variant
-from gpe.tfprog import bundle_codec as codec, sink_template
-from gpe.tfprog.exact import exact_arithmetic
-from gpe.tfprog.bundle import Bundle, BundleError, read, reachable
-from gpe.tfprog.part import Part
+from .bundle_export import module_hash, synthetic
+from ..variants.stubs import Runtime
+from ..variants.loader import load
+from ..facts.signature import resolve
+from ..diagnostics.stats import GpeWarning
+from ..variants.variant import Variant
+from ...tfprog import bundle_codec as codec, sink_template
+from ...tfprog.exact import exact_arithmetic
+from ...tfprog.bundle import Bundle, BundleError, read, reachable
+from ...tfprog.part import Part
 
 log = logging.getLogger("gpe")
 

@@ -14,7 +14,7 @@ a less clear one after the second (SECOND_CLEAR, on the medians of both blocks: 
 the round would only confirm, far outside the band below).
 The first eager block is cut short after PROBE_CALLS calls when their median already shows
 sliced at most CLEAR of it (the other way, final, takes the whole block), and is skipped when the function's plain eager calls before it was built
-(`gpe run`'s payoff wait, host/payoff.py: `prior`, at least PROBE_CALLS of them) show
+(`gpe run`'s payoff wait, host/speculation/payoff.py: `prior`, at least PROBE_CALLS of them) show
 sliced at most PRIOR_CLEAR of their median: a training step then runs no timed eager call (a
 ratio that is not clear that way is measured as before, both ways in turn).
 Otherwise a round of BLOCKS blocks each way decides (the first blocks count in it).
@@ -28,7 +28,7 @@ sliced median was lower.
 A block during which the session started a sink (another part registered: TensorFlow
 instantiates the new sink with its parts inlined, 50-300 ms of CPU on the sink's thread)
 is not counted, either way: under load such a block of a 5 ms step measured 40 ms and
-kept a clear case measuring for rounds (`disturbed`, host/session.py).
+kept a clear case measuring for rounds (`disturbed`, host/runtime/session.py).
 """
 from __future__ import annotations
 

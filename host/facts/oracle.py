@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from gpe.host import keras_methods
-from gpe.slicer.facts import Kind
-from gpe.slicer.layers import judge_layer_call
+from . import keras_methods
+from ...slicer.facts import Kind
+from ...slicer.layers import judge_layer_call
 
 try:
     import keras

@@ -13,9 +13,9 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework.ops import EagerTensor
 
-from gpe.host import oracle
-from gpe.slicer.facts import ArgFact, Facts, Kind
-from gpe.tfprog.channels import is_per_replica, structure_of
+from . import oracle
+from ...slicer.facts import ArgFact, Facts, Kind
+from ...tfprog.channels import is_per_replica, structure_of
 from tensorflow.python.types.distribute import DistributedValues as _DistributedValues
 
 _FOLDED = (bool, int, str, type(None))

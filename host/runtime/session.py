@@ -1,7 +1,7 @@
 """The Session: one graph of TF parts and one sink thread, shared by the whole program.
 
 Each sliced variant registers its TF part once; the session creates the part's channel
-queues and (re)starts the sink of the part's group (host/sinks.py: parts are kept in groups
+queues and (re)starts the sink of the part's group (host/runtime/sinks.py: parts are kept in groups
 of a fixed size, each group with its own sink and thread, so adding a part costs the same
 however many there are). A new sink first waits for its group's previous one to finish the
 calls already sent to it, and a call to another group than the previous call's first waits
@@ -24,16 +24,16 @@ from dataclasses import dataclass, field
 import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
-from gpe.host import fence, graph_error, opcount, pending
-from gpe.host.sinks import Group, Instantiator, group_for_new_part
-from gpe.host.channel import HostChannel
-from gpe.host.interrupt import Interruptible
-from gpe.host.watchdog import Watchdog
-from gpe.tfprog import asserts
-from gpe.tfprog.channels import make_queue
-from gpe.tfprog.exact import use_exact_arithmetic_on_this_thread
-from gpe.tfprog.part import Part
-from gpe.tfprog.sink import STOP, build_sink
+from . import fence, graph_error, opcount, pending
+from .sinks import Group, Instantiator, group_for_new_part
+from .channel import HostChannel
+from .interrupt import Interruptible
+from .watchdog import Watchdog
+from ...tfprog import asserts
+from ...tfprog.channels import make_queue
+from ...tfprog.exact import use_exact_arithmetic_on_this_thread
+from ...tfprog.part import Part
+from ...tfprog.sink import STOP, build_sink
 
 log = logging.getLogger("gpe")
 
@@ -121,7 +121,7 @@ class Session:
         # instantiation done); +inf while not yet (sink_started_since)
         self.sink_started = self.sink_ready = float("-inf")
         self._ready_after = 0
-        self.groups: list[Group] = []  # the parts, in groups of one sink each (host/sinks.py)
+        self.groups: list[Group] = []  # the parts, in groups of one sink each (host/runtime/sinks.py)
         self.routes: dict[int, tuple] = {}  # part number -> (group, its control queue, slot)
         self.last_group = 0  # the group of the last call sent
         self._sent_before_call = 0  # calls sent before the running one (see fence_target)
@@ -223,7 +223,7 @@ class Session:
         number, control, slot = self.routes[index]
         if number != self.last_group:
             # another sink than the last call's: it may run only once the calls sent to
-            # the others have finished (calls keep their order; see host/sinks.py)
+            # the others have finished (calls keep their order; see host/runtime/sinks.py)
             if self.sent > self.acknowledged:
                 self.fence()
             self.last_group = number
@@ -233,7 +233,7 @@ class Session:
             self._acknowledge_until(self.acknowledged + ACK_BACKLOG // 2)
 
     def fence_target(self) -> int:
-        """How many calls eager variable access on this thread waits for (host/fence.py).
+        """How many calls eager variable access on this thread waits for (host/runtime/fence.py).
 
         Outside any call: every call sent. The thread of the running call (its host part)
         and the sink's thread: none (inside a call the slicer's barriers order variable

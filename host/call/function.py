@@ -23,18 +23,19 @@ from tensorflow.python.autograph.core.ag_ctx import control_status_ctx
 from tensorflow.python.autograph.impl.api import tf_convert
 from tensorflow.python import pywrap_tfe
 
-from gpe.host.builder import Builder, NotBuilt
-from gpe.host.distribute import in_replica_context
-from gpe.host import replicated
-from gpe.host.call import EntryGuardFailed, eager_now
-from gpe.host.callkey import CallKeys
-from gpe.host.oracle import keras_layer_class
-from gpe.host.payoff import COSTS, Building, Payoff, progress
-from gpe.host.signature import text
-from gpe.host.speculation import Assumptions, profiled_before, refolded
-from gpe.host.stats import GpeWarning, Stats
-from gpe.host.variant import MAX_VARIANTS, Variant, Variants
-from gpe.slicer import Refusal, SlicePlan
+from ..bundles.bundle_load import from_neighbour, method_call
+from ..variants.builder import Builder, NotBuilt
+from ..distribution.distribute import in_replica_context
+from ..distribution import replicated
+from ..variants.stubs import EntryGuardFailed, eager_now
+from .callkey import CallKeys
+from ..facts.oracle import keras_layer_class
+from ..speculation.payoff import COSTS, Building, Payoff, progress
+from ..facts.signature import text
+from ..speculation.speculation import Assumptions, profiled_before, refolded
+from ..diagnostics.stats import GpeWarning, Stats
+from ..variants.variant import MAX_VARIANTS, Variant, Variants
+from ...slicer import Refusal, SlicePlan
 
 __all__ = ["GpeWarning", "SlicedFunction"]
 log = logging.getLogger("gpe")
@@ -199,12 +200,10 @@ class SlicedFunction:
     def _new_key(self, key, values, args, kwargs):
         if self.bundled:  # once: a precompiled variant from a bundle next to the module
             self.bundled = False
-            from gpe.host.bundle_load import from_neighbour
             if from_neighbour(self):
                 self.stats_.calls -= 1
                 return self(*args, **kwargs)
         if self.bundle_entry is not None:  # a bundled method, first called on this object
-            from gpe.host.bundle_load import method_call
             if method_call(self, values):
                 self.stats_.calls -= 1
                 return self(*args, **kwargs)
@@ -331,7 +330,7 @@ class SlicedFunction:
         """A call from inside `strategy.run` (MirroredStrategy runs each replica in a
         thread of its own, and they meet at every cross-replica step, `merge_call`): run
         eagerly, never waiting on another replica's call (profiling holds a lock).
-        `strategy.run(this)` itself does not come here (host/replicated.py)."""
+        `strategy.run(this)` itself does not come here (host/distribution/replicated.py)."""
         self._note("called in a tf.distribute replica context (inside strategy.run, from "
                    "a function that is not sliced)", warn=False)
         return self._eager(args, kwargs)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from gpe.host.session import get_session
+from ..runtime.session import get_session
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import gast
 
-from gpe.slicer.plan import Program
+from ...slicer.plan import Program
 
 
 def load(source: str | None, module: Any, fn: Callable, runtime: dict[str, Any],

@@ -13,8 +13,8 @@ import weakref
 
 import tensorflow as tf
 
-from gpe.host.pending import Pending
-from gpe.tfprog.channels import ValueSpec, unflatten
+from .pending import Pending
+from ...tfprog.channels import ValueSpec, unflatten
 
 _WOKEN = (tf.errors.CancelledError, tf.errors.OutOfRangeError, RuntimeError)
 _PY_TYPES = {"bool": bool, "int": int, "float": float, "NoneType": lambda _: None}
@@ -47,7 +47,7 @@ class HostChannel:
 
     # host -> TF ---------------------------------------------------------------------
     def send(self, components) -> None:
-        """Enqueue one send's components; called inside an atomic step (host/call.py)."""
+        """Enqueue one send's components; called inside an atomic step (host/variants/stubs.py)."""
         try:
             with self._blocked:  # blocks only when the queue is full
                 self.session.blocking.enqueue(self.handle, components)
@@ -89,7 +89,7 @@ class HostChannel:
         self.recv().resolve()
 
     def _pull_one(self) -> None:
-        """Dequeue the oldest pending value (inside an atomic step: host/interrupt.py)."""
+        """Dequeue the oldest pending value (inside an atomic step: host/runtime/interrupt.py)."""
         try:
             with self._blocked:
                 value = self.session.blocking.dequeue(self.handle, self.dtypes)

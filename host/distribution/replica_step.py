@@ -27,21 +27,21 @@ this way (a refusal, a failed trace) leaves the step running eagerly, with its r
 from __future__ import annotations
 
 import functools
+import os
 
 import tensorflow as tf
 from tensorflow.python.distribute import distribute_utils
 from tensorflow.python.distribute import values as dist_values
 
-from gpe.host.call import CallContext, EntryGuardFailed, Runtime, to_components
-from gpe.host.builder import NotBuilt, _host_values_only
-from gpe.host.loader import load
-from gpe.host.replicated import host_lines
-from gpe.host.speculation import channel_specs, stable_entry_values
-from gpe.host.variant import Variant
-from gpe.slicer import Refusal
-from gpe.slicer.plan import ChannelKind
-from gpe.tfprog.part import PartError
-from gpe.tfprog.replica_part import build_replica_part
+from ..variants.stubs import CallContext, EntryGuardFailed, Runtime, to_components
+from ..variants.builder import NotBuilt, _host_values_only
+from ..variants.loader import load
+from ..speculation.speculation import channel_specs, stable_entry_values
+from ..variants.variant import Variant
+from ...slicer import Refusal
+from ...slicer.plan import ChannelKind
+from ...tfprog.part import PartError
+from ...tfprog.replica_part import build_replica_part
 
 PROFILE_CALLS = 3
 _REFUSED_KINDS = (ChannelKind.LOOP, ChannelKind.BRANCH)
@@ -235,3 +235,14 @@ class HostWorkSteps:
 
 def _resolved(value):
     return value.resolve() if hasattr(value, "_gpe_pending") else value
+
+
+def host_lines(plan) -> str:
+    """"at file:line (`source`: why), ..." for a plan's host statements (up to three, its
+    returns aside)."""
+    name = os.path.basename(plan.filename)
+    lines = [f"{name}:{r.lineno} (`{plan.user_terms(r.source, quote=False)}`: "
+             f"{plan.user_terms(r.reason).removeprefix('host: ')})" for r in plan.lines
+             if r.place == "host" and r.lineno != plan.lineno and "returns" not in r.reason]
+    more = f" and {len(lines) - 3} more" if len(lines) > 3 else ""
+    return f"at {', '.join(lines[:3])}{more}" if lines else ""

@@ -19,12 +19,12 @@ from typing import Any
 
 import tensorflow as tf
 
-from gpe.host import signature
-from gpe.slicer import SlicePlan
-from gpe.slicer.plan import ChannelKind
-from gpe.tfprog.channels import Structure, Unsendable, flatten, spec_of, width
-from gpe.tfprog.channels import relaxed as relaxed_spec
-from gpe.tfprog.part import PartError
+from ..facts import signature
+from ...slicer import SlicePlan
+from ...slicer.plan import ChannelKind
+from ...tfprog.channels import Structure, Unsendable, flatten, spec_of, width
+from ...tfprog.channels import relaxed as relaxed_spec
+from ...tfprog.part import PartError
 
 log = logging.getLogger("gpe")
 

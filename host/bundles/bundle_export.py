@@ -1,7 +1,7 @@
 """Slice one function ahead of time, for its declared argument types, into a bundle entry.
 
 `export(sliced, signature)` slices and builds the function as a call with arguments of
-those types would (host/builder.py), without calling it: the profile that would give the
+those types would (host/variants/builder.py), without calling it: the profile that would give the
 types of values crossing mid-call is not run, so a function with such a crossing (a
 Python value the host computes and sends to the TF part) is skipped (`Skipped`, with why).
 What the TF part captured is bound by name: each captured variable or tensor must be a
@@ -21,13 +21,13 @@ from typing import Any, Callable
 import gast
 import tensorflow as tf
 
-from gpe.host import signature as signatures
-from gpe.host.builder import NotBuilt
-from gpe.host.speculation import FOLDABLE
-from gpe.slicer import Refusal
-from gpe.slicer.plan import ChannelKind
-from gpe.tfprog import bundle_codec as codec, sink
-from gpe.tfprog.bundle import callees
+from ..facts import signature as signatures
+from ..variants.builder import NotBuilt
+from ..speculation.speculation import FOLDABLE
+from ...slicer import Refusal
+from ...slicer.plan import ChannelKind
+from ...tfprog import bundle_codec as codec, sink
+from ...tfprog.bundle import callees
 
 
 class Skipped(Exception):

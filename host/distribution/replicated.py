@@ -18,7 +18,7 @@ statistics count these calls (one per `strategy.run`).
 
 A step with host work (a `print`, `.numpy()`, a Python list) would run that work once,
 when traced: the slicer then leaves `strategy.run` on the host. Under MirroredStrategy and
-MultiWorkerMirroredStrategy such a step is sliced per replica instead (host/replica_step.py:
+MultiWorkerMirroredStrategy such a step is sliced per replica instead (host/distribution/replica_step.py:
 its host part once per replica in strategy.run's own replica threads, handing over at each
 merge_call as eagerly; one TF part for every local replica); where that cannot be done, and
 under OneDeviceStrategy, it runs eagerly, once per replica, with a reason naming its host
@@ -28,7 +28,6 @@ another through gpe's locks.
 """
 from __future__ import annotations
 
-import os
 import threading
 import types
 import weakref
@@ -37,6 +36,8 @@ from typing import Any
 from tensorflow.python.distribute import distribute_utils, mirrored_run, mirrored_strategy, \
     one_device_strategy
 from tensorflow.python.eager.context import executing_eagerly
+
+from .replica_step import HostWorkSteps, host_lines
 
 __all__ = ["host_work", "install"]
 
@@ -101,7 +102,7 @@ def _replicated(strategy, fn, args, kwargs, per_replica: bool = False):
     """The replicated sliced call of `strategy.run(fn, ...)` (a thunk), or None where `fn`
     is not a sliced function or the call is not eager. A step with host work
     (`per_replica`: under MirroredStrategy or MultiWorkerMirroredStrategy) runs its host
-    part once per replica beside one replicated TF part (host/replica_step.py)."""
+    part once per replica beside one replicated TF part (host/distribution/replica_step.py)."""
     if executing_eagerly() and getattr(type(fn), "_gpe_sliced", False):
         bound = hasattr(fn, "_obj")  # a sliced method bound to an object
         sliced, obj = (fn._sliced, fn._obj) if bound else (fn, None)
@@ -147,7 +148,6 @@ def _host_work_steps(strategy, sliced, obj, entry):
     with _lock:
         steps = getattr(entry[1], "per_replica", None)
         if steps is None:
-            from gpe.host.replica_step import HostWorkSteps
             steps = entry[1].per_replica = HostWorkSteps(strategy, sliced, obj, _original)
         return steps
 
@@ -181,13 +181,3 @@ def host_work(wrapper, values: dict) -> str:
         return f"({exc})"
     return host_lines(plan)
 
-
-def host_lines(plan) -> str:
-    """"at file:line (`source`: why), ..." for a plan's host statements (up to three, its
-    returns aside)."""
-    name = os.path.basename(plan.filename)
-    lines = [f"{name}:{r.lineno} (`{plan.user_terms(r.source, quote=False)}`: "
-             f"{plan.user_terms(r.reason).removeprefix('host: ')})" for r in plan.lines
-             if r.place == "host" and r.lineno != plan.lineno and "returns" not in r.reason]
-    more = f" and {len(lines) - 3} more" if len(lines) > 3 else ""
-    return f"at {', '.join(lines[:3])}{more}" if lines else ""

@@ -7,8 +7,8 @@ import re
 
 import tensorflow as tf
 
-from gpe.tfprog.part import LINE_SCOPE
-from gpe.tfprog.replica_part import CANCELLED
+from ...tfprog.part import LINE_SCOPE
+from ...tfprog.replica_part import CANCELLED
 
 RAISED_IN_GRAPH = "raised in the TF part of"  # the note on an error the graph raised
 ROOT_ERROR = re.compile(r"\(\d+\) ([A-Z_]+):\s*(.*)")  # "(0) INVALID_ARGUMENT:  text"

@@ -11,9 +11,9 @@ import builtins
 import inspect
 from typing import Any, Callable
 
-from gpe.host import signature
-from gpe.host.speculation import BY_IDENTITY, Assumptions, guard_value
-from gpe.slicer.speculated import compile_test
+from ..facts import signature
+from ..speculation.speculation import BY_IDENTITY, Assumptions, guard_value
+from ...slicer.speculated import compile_test
 
 
 def outcome(test, value) -> Any:
