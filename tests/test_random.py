@@ -423,3 +423,40 @@ def test_a_seed_pair_drawn_again_runs_that_call_eagerly_continuing_the_kernel():
     stats = fn.stats()
     assert stats["graph_calls"] == 4, stats
     assert any("drawn again" in reason for reason in stats["guard_failures"]), stats
+
+
+OP_SEED_ONLY = '''
+import os, sys
+import tensorflow as tf
+if sys.argv[1] == "gpe":
+    import gpe
+    wrap = gpe.function
+else:
+    wrap = lambda f: f
+v = tf.Variable(tf.zeros([3]))
+
+def step(x):
+    v.assign_add(x * 2.0)
+    return tf.reduce_sum(v)
+
+f = wrap(step)
+x = tf.random.normal((3,), seed=3)  # an op seed, and no global seed: eager's default pair
+for _ in range(6):
+    out = f(x)
+print("@", x.numpy().tolist(), float(out), tf.random.uniform((2,), seed=5).numpy().tolist())
+if sys.argv[1] == "gpe":
+    print("@ graph calls", f.stats()["graph_calls"])
+'''
+
+
+@pytest.mark.timeout(200)
+def test_op_seed_without_a_global_seed_in_a_fresh_process(tmp_path):
+    """A program that never calls tf.random.set_seed has no eager RNG yet: an op seed
+    alone (`tf.random.normal(shape, seed=3)`) failed with AttributeError under gpe."""
+    from test_regressions import marked, run_script
+    eager = run_script(tmp_path, OP_SEED_ONLY, "eager")
+    under = run_script(tmp_path, OP_SEED_ONLY, "gpe")
+    assert eager.returncode == 0, eager.stderr[-2000:]
+    assert under.returncode == 0, under.stderr[-2000:]
+    got = marked(under.stdout)
+    assert got[:1] == marked(eager.stdout) and got[1] == "graph calls 3", got

@@ -104,8 +104,7 @@ def run_script(tmp_path, source: str, *args, name="script.py", timeout=180, merg
     """Run `source` as a script in a fresh interpreter; `cmd` replaces `python script`."""
     path = tmp_path / name
     path.write_text(textwrap.dedent(source))
-    # gpe comes from the installed package (the repository root holds only the API folder
-    # gpe/: on the path it would shadow the installed namespace)
+    # gpe comes from where this process has it (conftest puts a checkout on PYTHONPATH)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     argv = (cmd or [sys.executable, str(path)]) + list(args)
     return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=not merge,

@@ -396,7 +396,8 @@ class _Kernels:
 
     @classmethod
     def current(cls, ctx) -> set:
-        rng = ctx._rng  # pylint: disable=protected-access
+        # made by the first set_seed: a program that never called it has none yet
+        rng = getattr(ctx, "_rng", None)
         if rng is not cls.rng:
             cls.rng, cls.pairs, cls.replay = rng, set(), []
         return cls.pairs
