@@ -34,13 +34,23 @@ def function(fn: Callable | None = None, *, profile_calls: int = 3, adaptive: bo
 
 
 def plan_for(fn: Callable) -> SlicePlan:
-    """The plan gpe uses for `fn`: its last sliced variant, else one assuming tensor args."""
+    """The plan gpe uses for `fn`: its last sliced variant, else one assuming tensor args
+    (and, for a method bound to an object, that object as `self`)."""
+    obj = None
+    if inspect.ismethod(fn) or (getattr(fn, "_gpe_sliced", False) and
+                                isinstance(getattr(fn, "__func__", None), SlicedFunction)):
+        fn, obj = fn.__func__, fn.__self__  # `gpe.function(trainer.step)`, `model.step`
     if isinstance(fn, SlicedFunction) and fn.last_plan is not None:
         return fn.last_plan
     target = fn.fn if isinstance(fn, SlicedFunction) else inspect.unwrap(fn)
-    params = inspect.signature(target).parameters
+    params = list(inspect.signature(target).parameters)
     args = {name: ArgFact(Kind.TENSOR) for name in params}
-    facts = Facts(args=args, classify=classify,
+    objects = {}
+    if obj is not None and params:
+        args[params[0]] = ArgFact(Kind.HOST, python_type=type(obj).__qualname__,
+                                  constant=True, value=obj)
+        objects = {params[0]: obj}
+    facts = Facts(args=args, classify=classify, objects=objects,
                   assumed="not called yet: every argument is assumed to be a tensor")
     return slice_function(target, facts)
 

@@ -76,3 +76,33 @@ def test_cli_explain(tmp_path):
     helptext = subprocess.run([sys.executable, "-m", "gpe.cli", "explain", "--help"],
                               capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert "FILE:FUNCTION" in helptext.stdout
+
+
+class _Trainer:
+    def __init__(self):
+        self.w = tf.Variable(tf.ones([3, 1]))
+        self.losses = []
+
+    def step(self, x):
+        loss = tf.reduce_sum(tf.matmul(x, self.w))
+        self.losses.append(loss)
+        return loss
+
+
+def test_explain_a_sliced_bound_method_before_and_after_calls():
+    trainer = _Trainer()
+    sliced = gpe.function(trainer.step)  # bound: the object is `self`
+    before = gpe.explain(sliced, file=io.StringIO())
+    assert "_Trainer.step" in before and "assumed" in before
+    lines = {line.split()[0]: line for line in before.splitlines()[2:] if line.split()
+             and line.split()[0].isdigit()}
+    matmul = next(l for l in lines.values() if "tf.matmul" in l)
+    append = next(l for l in lines.values() if "append" in l)
+    assert matmul.split()[1] == "TF" and append.split()[1] == "host", before
+    for _ in range(5):
+        sliced(tf.ones([2, 3]))
+    assert sliced.stats()["graph_calls"] == 2
+    after = gpe.explain(sliced, file=io.StringIO())
+    assert "assumed" not in after and "_Trainer.step" in after
+    assert gpe.explain(trainer.step, file=io.StringIO()).splitlines()[2:] == \
+        before.splitlines()[2:]  # the plain bound method: the same plan
