@@ -26,7 +26,7 @@ from typing import Any, Callable, NamedTuple
 
 import gast
 
-from . import anno, nodes, recursion, speculated
+from . import anno, namespaces, nodes, recursion, speculated
 from .anno import Key
 from .errors import Refusal
 from .facts import CALLEE_ARG_KINDS, TF_KINDS, ArgFact, Facts, Kind
@@ -56,6 +56,9 @@ class Judged(NamedTuple):
     # `if` test's source, the parameter's name); the caller's call key holds each test's
     # outcome, the TF part takes the branch it had when built (see speculated.py)
     tests: tuple = ()
+    # what it reads from its own namespace (globals, closure cells, chains on them), named
+    # for the caller's call key (namespaces.py): (path, a Python number?)
+    globals: tuple = ()
 
 
 def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse,
@@ -66,8 +69,7 @@ def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse,
     Python number folded there: the callee is traced with it), or the shape of a tensor
     the call key fixes (callsites.fixed)."""
     if inspect.ismethod(fn):  # a method given to a TF op (strategy.run): not cached
-        kind = _method(fn, arg_kinds, facts, analyse)
-        return None if kind is None else Judged(kind)
+        return _method(fn, arg_kinds, facts, analyse)
     if not isinstance(fn, types.FunctionType) or fn in _active:
         return None
     objects = list(objects) + [MISSING] * (len(arg_kinds) - len(objects))
@@ -94,7 +96,8 @@ def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse,
     try:
         results[key] = (judged, [weakref.ref(o) for o in held],
                         _read_state(judged, objects)) if held else (
-            judged if judged is not None and judged.tests else judged and judged.kind)
+            judged if judged is not None and (judged.tests or judged.globals)
+            else judged and judged.kind)
         if _written.entries is not None:
             _written.entries.append((weakref.ref(fn), key))
     except TypeError:  # an object without weak references: judged again next time
@@ -203,7 +206,8 @@ def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], objects: list, const
     position = {p.name: i for i, p in enumerate(params) if p.name in held}
     return Judged(kind, tuple(sorted(_object_reads(parsed.node, position))),
                   tests=tuple((sent[name], speculated.source(test), name)
-                              for test, name in tests))
+                              for test, name in tests),
+                  globals=namespaces.free_reads(parsed, {p.name for p in params}))
 
 
 def _object_reads(fn: gast.FunctionDef, position: dict[str, int]) -> set[tuple]:
@@ -228,7 +232,7 @@ def reads_python_numbers(fn: gast.FunctionDef) -> bool:
 
 
 def _method(method: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse
-            ) -> Kind | None:
+            ) -> Judged | None:
     """A bound method: its body for `self` bound to the object (an object argument: only
     attribute chains to TF objects are read in the TF part) and arguments of these kinds."""
     fn, obj = method.__func__, method.__self__
@@ -252,7 +256,9 @@ def _method(method: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse
         return None
     finally:
         _active.discard(fn)
-    return pure_body(parsed.node)
+    kind = pure_body(parsed.node)
+    return None if kind is None else Judged(
+        kind, globals=namespaces.free_reads(parsed, {p.name for p in params}))
 
 
 def pure_body(fn: gast.FunctionDef, sent: dict | None = None,

@@ -370,6 +370,11 @@ class _Inferer:
         constants = [callsites.fixed(self, a) for a in sites]
         judged = self.callee(fn, arg_kinds, self.facts, objects, constants)
         reads = judged and callsites.reads(self, judged.reads, sites)
+        if reads is not None and judged is not None:  # and from its own namespace (guarded
+            if any(number and path in self.facts.dynamic_paths  # unless a number there
+                   for path, number in judged.globals):  # keeps changing: traced stale)
+                return None
+            reads = reads + judged.globals
         tests = judged and callsites.tests(node, judged.tests, sites, sent)
         if reads is None or tests is None:
             return None

@@ -164,3 +164,53 @@ def test_a_callee_that_returns_nothing_gives_none_back():
             return s, s2, counter + 0, x * 2.0
         return main, {"v": counter}
     check(make, [(tf.constant([0.5, -1.0]), 1)] * 5)
+
+
+# a helper's own globals: module-level containers of variables and a module-level object
+PARAMS: dict = {}
+LAYERS: list = []
+
+
+class _Holder:
+    pass
+
+
+HOLDER = _Holder()
+
+
+def _reset_globals():
+    PARAMS["w"] = tf.Variable(2.0)
+    LAYERS[:] = [tf.Variable(3.0)]
+    HOLDER.w = tf.Variable(1.0)
+
+
+def forward_over_globals(x):
+    return x * PARAMS["w"] + LAYERS[0] * HOLDER.w
+
+
+def step_calling_forward(x):
+    return forward_over_globals(x) + 1.0
+
+
+def test_what_a_callee_reads_from_its_own_globals_is_guarded():
+    """The caller's TF part calls the callee's FunctionDef, traced with the callee's
+    globals as they were: a dict entry, a list element or an object's variable replaced
+    later must not leave sliced calls on the old one (they did: 6.0 for ever)."""
+    def run(fn):
+        _reset_globals()
+        out = []
+        for i in range(12):
+            if i == 4:
+                PARAMS["w"] = tf.Variable(5.0)
+            if i == 6:
+                LAYERS[0] = tf.Variable(10.0)
+            if i == 8:
+                HOLDER.w = tf.Variable(7.0)
+            if i == 10:
+                PARAMS["w"].assign(4.0)  # the same variable, written: no new variant
+            out.append(float(fn(tf.constant(1.0))))
+        return out
+    sliced = gpe.function(step_calling_forward, profile_calls=1)
+    assert run(sliced) == run(step_calling_forward) == \
+        [6.0] * 4 + [9.0] * 2 + [16.0] * 2 + [76.0] * 2 + [75.0] * 2
+    assert sliced.stats()["graph_calls"] >= 6, sliced.stats()

@@ -9,7 +9,7 @@ import weakref
 import gast
 
 import gpe.slicer
-from gpe.slicer import ArgFact, Facts, Kind, anno, callees, templates
+from gpe.slicer import namespaces, ArgFact, Facts, Kind, anno, callees, templates
 from gpe.slicer.anno import Key
 from gpe.slicer.parser import parse
 from gpe.slicer.pipeline import Pass, analyse
@@ -128,7 +128,9 @@ def test_callee_cache_lets_a_function_go_and_keeps_a_live_one():
     del local_callee, local_caller, parsed, fn
     gc.collect()
     assert gone() is None
-    assert callees._cache[body_callee] == {(Kind.TENSOR,): Kind.TF_OP}
+    (key, judged), = callees._cache[body_callee].items()  # kept, with what it reads of
+    assert key == (Kind.TENSOR,) and judged.kind == Kind.TF_OP  # its own globals: `tf`
+    assert judged.globals == ((namespaces.root(body_callee, "tf"), False),)
 
 
 def test_template_copies_have_their_own_annotations():

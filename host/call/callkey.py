@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from ..facts import signature
 from ..speculation.speculation import BY_IDENTITY, Assumptions, guard_value
+from ...slicer import namespaces
 from ...slicer.speculated import compile_test
 
 
@@ -122,7 +123,10 @@ class CallKeys:
         return self.last
 
     def lookup(self, name: str) -> Any:
-        """A free name of the function: its closure cell, its global, or a builtin."""
+        """A free name of the function: its closure cell, its global, or a builtin; or a
+        callee's free name (`module/helper:PARAMS`, slicer/namespaces.py)."""
+        if ":" in name:
+            return namespaces.resolve(name)
         code = self.fn.__code__
         if self.fn.__closure__ and name in code.co_freevars:
             try:

@@ -1,0 +1,100 @@
+"""What a callee reads from its own namespace, as paths the caller's call key can guard.
+
+A callee judged TF work runs in the caller's TF part as its own FunctionDef, traced with
+the values its globals and closure cells held then (`PARAMS["w"]`, `LAYERS[0]`,
+`HOLDER.w`, a global number). The caller's call key must guard them as it guards its own
+free names, but the callee's namespace is not the caller's (another module, a closure).
+
+`free_reads(parsed, params)` lists the free names a callee's body reads and the attribute
+chains on them the kinds pass marked (`Key.PATH`); `root(fn, name)` names one of them for
+the caller: `module:name` (a `:` no Python name has), registered with the function whose
+namespace it is; `resolve(root)` gives its value now (the callee's closure cell, global
+or builtin), or MISSING once that function is gone. Nothing here imports TensorFlow.
+"""
+from __future__ import annotations
+
+import builtins
+import weakref
+from typing import Any, Callable
+
+import gast
+
+from . import anno, scope
+from .anno import Key
+from .parser import MISSING, Parsed
+
+_functions: dict[str, weakref.ref] = {}  # root prefix -> the function whose namespace it is
+_prefixes: "weakref.WeakKeyDictionary[Callable, str]" = weakref.WeakKeyDictionary()
+
+
+def is_root(name: str) -> bool:
+    return ":" in name
+
+
+def root(fn: Callable, name: str) -> str:
+    """The caller's name for `name` in `fn`'s namespace (its closure, globals, builtins)."""
+    prefix = _prefixes.get(fn)
+    if prefix is None:
+        base = f"{getattr(fn, '__module__', None) or '?'}.{fn.__qualname__}".replace(".", "/")
+        prefix, n = base, 1
+        while prefix in _functions and _functions[prefix]() not in (None, fn):
+            n += 1
+            prefix = f"{base}#{n}"
+        _functions[prefix] = weakref.ref(fn)
+        _prefixes[fn] = prefix
+    return f"{prefix}:{name}"
+
+
+def resolve(root_name: str) -> Any:
+    """The value a `root` names now (MISSING where its function is gone or the cell empty)."""
+    prefix, _, name = root_name.rpartition(":")
+    fn = _functions.get(prefix, lambda: None)()
+    if fn is None:
+        return MISSING
+    code = fn.__code__
+    if fn.__closure__ and name in code.co_freevars:
+        try:
+            return fn.__closure__[code.co_freevars.index(name)].cell_contents
+        except ValueError:
+            return MISSING
+    if name in fn.__globals__:
+        return fn.__globals__[name]
+    return getattr(builtins, name, MISSING)
+
+
+def free_reads(parsed: Parsed, params: set[str]) -> tuple[tuple[str, bool], ...]:
+    """(path as the caller names it, a Python number?) for each free name the callee reads
+    (not a builtin) and each chain on one the kinds pass marked with a PATH; the paths its
+    own callees read from their namespaces (CALLEE_READS with a root) come with them."""
+    body = parsed.node
+    names = [n for n in scope.walk(body) if isinstance(n, gast.Name)]
+    stored = {n.id for n in names if not isinstance(n.ctx, gast.Load)} | set(params)
+    stored |= {a.id for f in gast.walk(body) if isinstance(f, (gast.FunctionDef, gast.Lambda))
+               for a in f.args.args if isinstance(a, gast.Name)}
+    fn = parsed.fn
+    found: dict[str, bool] = {}
+    for node in names:
+        if isinstance(node.ctx, gast.Load) and node.id not in stored and _namespaced(fn, node.id):
+            found.setdefault(root(fn, node.id), _number(parsed.lookup(node.id)))
+    for node in gast.walk(body):
+        if isinstance(node, gast.Attribute) and anno.has(node, Key.PATH):
+            path = anno.get(node, Key.PATH)
+            first = path.split(".")[0]
+            if first not in stored and _namespaced(fn, first):
+                rest = path[len(first):]
+                found[root(fn, first) + rest] = anno.get(node, Key.KIND) is not None and \
+                    anno.get(node, Key.KIND).name == "PY_SCALAR"
+        elif isinstance(node, gast.Call):
+            for path, number in anno.get(node, Key.CALLEE_READS, ()):
+                if is_root(path.split(".")[0]):
+                    found.setdefault(path, number)
+    return tuple(sorted(found.items()))
+
+
+def _namespaced(fn: Callable, name: str) -> bool:
+    """A name of the function's closure or globals (a builtin is not guarded)."""
+    return name in fn.__code__.co_freevars or name in fn.__globals__
+
+
+def _number(value: Any) -> bool:
+    return type(value) in (bool, int, float)
