@@ -43,6 +43,9 @@ class Key(enum.Enum):
     UNROLLED = ("tuple of attribute names on a CALLEE call: a recursion over a tree of data "
                 "objects, the attributes its counters change; the TF part runs its TF half "
                 "(unrolled for the tree's shape), the host its host half (recursion.py)")
+    INLINE = ("True on a CALLEE call of a callee that returns TF objects themselves "
+              "(variables, lists of them: `model.params()`): the TF part traces it inline, "
+              "not as its own FunctionDef, so that it gets the objects")
     ORIGIN = "int: source line (in the user's file) the statement was derived from"
     ENTRY = "tuple of names sent host->TF when a call starts (on the FunctionDef; crossings)"
     OUTPUTS = "tuple of names the TF part sends to the host right after this statement"

@@ -26,12 +26,12 @@ from typing import Any, Callable, NamedTuple
 
 import gast
 
-from . import anno, namespaces, nodes, recursion, speculated
+from . import anno, namespaces, nodes, recursion, reproduced, speculated
 from .anno import Key
 from .errors import Refusal
 from .facts import CALLEE_ARG_KINDS, TF_KINDS, ArgFact, Facts, Kind
 from .parser import MISSING, Parsed, parse
-from .placement import Place
+from .placement import Place, effect_call
 
 # function -> {argument kinds: its kind as a call}; weak, so functions can be collected
 # (with objects: {kinds + their ids: (its kind, weak references to the objects)})
@@ -59,6 +59,10 @@ class Judged(NamedTuple):
     # what it reads from its own namespace (globals, closure cells, chains on them), named
     # for the caller's call key (namespaces.py): (path, a Python number?)
     globals: tuple = ()
+    # it returns TF objects themselves (`return [self.w1, self.w2]`: variables, a list of
+    # them): traced inline in the caller's TF part, which gets the objects (a FunctionDef
+    # would return their values)
+    inline: bool = False
 
 
 def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse,
@@ -82,8 +86,7 @@ def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse,
     key = tuple(arg_kinds) + tuple(constants) * any(constants) + tuple(id(o) for o in held) \
         + ("reads",) * (facts.reads is not None)  # (judged with what TF methods read)
     if key in results and not held:
-        cached = results[key]
-        return cached if cached is None or isinstance(cached, Judged) else Judged(cached)
+        return results[key]
     if key in results and all(ref() is o for ref, o in zip(results[key][1], held)) and \
             results[key][2] == _read_state(results[key][0], objects):
         # the same objects (not new ones at the same address), holding what it read then
@@ -95,9 +98,7 @@ def kind_of_call(fn: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse,
         _active.discard(fn)
     try:
         results[key] = (judged, [weakref.ref(o) for o in held],
-                        _read_state(judged, objects)) if held else (
-            judged if judged is not None and (judged.tests or judged.globals)
-            else judged and judged.kind)
+                        _read_state(judged, objects)) if held else judged
         if _written.entries is not None:
             _written.entries.append((weakref.ref(fn), key))
     except TypeError:  # an object without weak references: judged again next time
@@ -207,7 +208,8 @@ def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], objects: list, const
     return Judged(kind, tuple(sorted(_object_reads(parsed.node, position))),
                   tests=tuple((sent[name], speculated.source(test), name)
                               for test, name in tests),
-                  globals=namespaces.free_reads(parsed, {p.name for p in params}))
+                  globals=namespaces.free_reads(parsed, {p.name for p in params}),
+                  inline=_returns_objects(parsed.node))
 
 
 def _object_reads(fn: gast.FunctionDef, position: dict[str, int]) -> set[tuple]:
@@ -263,23 +265,26 @@ def _method(method: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse
 
 def pure_body(fn: gast.FunctionDef, sent: dict | None = None,
               tests: list | None = None) -> Kind | None:
-    """TF_OP/TF_EFFECT_OP if every statement is TF work (`return` of TF values; an `if` on
-    a value fixed for the call, such as a default `apply_sigmoid=False`, whose branches
-    are: the callee is traced per value, so Python takes the branch when it is traced).
+    """TF_OP/TF_EFFECT_OP if every statement is TF work or Python its trace reproduces as
+    eager runs it (reproduced.py: locals, constants, guarded reads, a `for` over a range,
+    an `if` on a value fixed for the call, such as a default `apply_sigmoid=False`: the
+    callee is traced per value, so Python takes the branch when it is traced).
     `sent`: parameters that are Python numbers the caller sends; an `if` testing only one
     of them against constants is speculated (appended to `tests` with its parameter)."""
-    effect = _pure(fn.body, sent or {}, tests if tests is not None else [])
+    effect = _pure(fn.body, sent or {}, tests if tests is not None else [],
+                   reproduced.fresh_locals(fn))
     if effect is None:
         return None
     return Kind.TF_EFFECT_OP if effect else Kind.TF_OP
 
 
-def _pure(body: list[gast.stmt], sent: dict, tests: list) -> bool | None:
+def _pure(body: list[gast.stmt], sent: dict, tests: list, fresh: set) -> bool | None:
     """None if a statement of `body` is host work, else whether one changes TF state."""
     effect = False
     for stmt in body:
         if isinstance(stmt, gast.Return):
-            if stmt.value is not None and not _tf_names(stmt.value):
+            if stmt.value is not None and not _tf_names(stmt.value) and not _tf_value(
+                    stmt.value, sent, fresh):
                 return None
             continue
         if speculated.arithmetic(stmt, sent, tests):
@@ -290,16 +295,51 @@ def _pure(body: list[gast.stmt], sent: dict, tests: list) -> bool | None:
             tests.append((stmt.test, tested))
         if isinstance(stmt, gast.If) and (anno.get(stmt.test, Key.CONSTANT) or tested) and \
                 anno.get(stmt, Key.PLACE) != Place.TF:
-            branches = [_pure(stmt.body, sent, tests), _pure(stmt.orelse, sent, tests)]
+            branches = [_pure(stmt.body, sent, tests, fresh),
+                        _pure(stmt.orelse, sent, tests, fresh)]
             if None in branches:
                 return None
             effect = effect or any(branches)
             continue
         if anno.get(stmt, Key.PLACE) not in (Place.TF, Place.BOTH):
-            return None
+            inner = _reproduced(stmt, sent, tests, fresh)
+            if inner is None:
+                return None
+            effect = effect or inner
+            continue
         effect = effect or bool(anno.get(stmt, Key.EFFECT)) or any(
             anno.get(s, Key.EFFECT) for s in nodes.walk(stmt) if isinstance(s, gast.stmt))
     return effect
+
+
+def _reproduced(stmt: gast.stmt, sent: dict, tests: list, fresh: set) -> bool | None:
+    """A statement left to the host that the callee's trace runs as eager would (see
+    reproduced.py): None if it is not; else whether TF work inside it changes TF state."""
+    if not reproduced.statement(stmt, set(sent), fresh):
+        return None
+    if isinstance(stmt, (gast.For, gast.If)):
+        branches = [_pure(stmt.body, sent, tests, fresh), _pure(stmt.orelse, sent, tests, fresh)]
+        return None if None in branches else any(branches)
+    return any(effect_call(n) for n in nodes.walk(stmt))
+
+
+def _tf_value(value: gast.expr, sent: dict, fresh: set) -> bool:
+    """A returned expression of TF values (`total / n`, `(h, c)`, `tf.stack(outs)`,
+    `[self.w1, self.w2]`) that the trace computes as eager does."""
+    parts = value.elts if isinstance(value, (gast.Tuple, gast.List)) else [value]
+    return all(anno.get(p, Key.KIND) in TF_KINDS for p in parts) and \
+        reproduced.expression(value, set(sent), fresh)
+
+
+def _returns_objects(fn: gast.FunctionDef) -> bool:
+    """A `return` of variables or structures of TF objects (not only tensors computed)."""
+    for node in nodes.walk(fn):
+        if isinstance(node, gast.Return) and node.value is not None:
+            value = node.value
+            parts = value.elts if isinstance(value, (gast.Tuple, gast.List)) else [value]
+            if any(anno.get(p, Key.KIND) in (Kind.VARIABLE, Kind.TF_OBJECT) for p in parts):
+                return True
+    return False
 
 
 def _tf_names(value: gast.expr) -> bool:

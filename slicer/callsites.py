@@ -91,7 +91,7 @@ def reads(inf, reads: tuple, sites: list) -> tuple | None:
     or that keeps changing: the callee would be traced with a stale value)."""
     out = []
     for position, below, number in reads:
-        base = _path_of(inf, sites[position])
+        base = path_of(inf, sites[position])
         if base is None:
             return None
         path = base + below
@@ -141,7 +141,7 @@ def tests(call: gast.Call, judged: tuple, sites: list, sent: list) -> tuple | No
     return tuple(out)
 
 
-def _path_of(inf, node: gast.AST) -> str | None:
+def path_of(inf, node: gast.AST) -> str | None:
     """The dotted path the call key can resolve for an object expression."""
     if anno.has(node, Key.PATH):
         return anno.get(node, Key.PATH)
@@ -164,7 +164,7 @@ def method_reads(inf, node: gast.Call, fkind: Kind) -> Kind:
     attrs = inf.facts.reads(inf.value_of(node.func))
     if not attrs:
         return fkind
-    base = _path_of(inf, node.func.value)
+    base = path_of(inf, node.func.value)
     if base is None:
         anno.set(node.func, Key.KIND, Kind.HOST)
         return Kind.HOST

@@ -305,6 +305,8 @@ class _Hoister(gast.NodeTransformer):
     def visit(self, node: gast.AST) -> gast.AST:
         if not isinstance(node, gast.expr):
             return self.generic_visit(node) if isinstance(node, gast.keyword) else node
+        if isinstance(node, gast.Attribute) and anno.has(node, Key.PATH):
+            return node  # a chain the TF part reads whole (captured, guarded): `self.m.w`
         if isinstance(node, gast.IfExp) and self.to_host and not _tf_operation(node):
             return self._hoist(node)  # whole: the host decides which side it evaluates
         if isinstance(node, _CONDITIONAL):  # nothing inside moves out (a side the test

@@ -301,7 +301,7 @@ class _Inferer:
             if callee_kind is not None:
                 anno.set(node, Key.CALLEE, True)
                 anno.set(node.func, Key.KIND, callee_kind)
-                return Kind.TENSOR
+                return Kind.TF_OBJECT if anno.get(node, Key.INLINE) else Kind.TENSOR
         if fkind == Kind.HOST and _is_static(node.func, self) and self._own_function(
                 static_value(node.func, self.parsed)):
             # a function of the user's beside this one, with host work: gpe slices it
@@ -383,8 +383,18 @@ class _Inferer:
         if isinstance(node.func, gast.Name) and node.func.id in self.facts.objects:
             anno.set(node.func, Key.PATH, node.func.id)  # the function passed: its identity
         anno.set(node, Key.CALLEE_READS, reads)
+        owner = sites[0] if sites and (sites[0] is node.func or isinstance(
+            node.func, gast.Attribute) and sites[0] is node.func.value) else None
+        if isinstance(owner, gast.Attribute) and not anno.has(owner, Key.PATH):
+            # `self.model.loss(x)` on a user's plain object: the TF part calls the method
+            # on the object it captured, guarded by identity (not a host value to send)
+            path = callsites.path_of(self, owner)
+            if path is not None:
+                anno.set(owner, Key.PATH, path)
         if judged.unrolled is not None:
             anno.set(node, Key.UNROLLED, judged.unrolled)
+        if judged.inline:
+            anno.set(node, Key.INLINE, True)
         return judged.kind
 
     def value_of(self, node: gast.AST) -> Any:

@@ -281,6 +281,7 @@ def _tf_calls(stmt: gast.stmt) -> gast.stmt:
     for call in [n for n in nodes.walk(stmt) if special(n)]:
         method = "call" if anno.get(call, Key.CALLEE) else "constant"
         method = "unrolled" if anno.get(call, Key.UNROLLED) is not None else method
+        method = "inline" if anno.get(call, Key.INLINE) else method
         for index, path, _, _ in anno.get(call, Key.CALLEE_TESTS, ()):
             # a number the host sends, which the callee branches on: the TF part takes
             # the branch its value when built takes (the call key guards the outcome)

@@ -21,7 +21,8 @@ class Holder:
         self.count = 0
 
     def params(self):
-        return [self.w]
+        self.count += 1  # host work: the call stays on the host, its list of variables
+        return [self.w]  # cannot cross (a method returning only the list is traced inline)
 
     def draw(self):
         self.count += 1  # host work: the call stays on the host

@@ -379,6 +379,12 @@ class _TraceRuntime:
         return self.random.call(self.callees, fn, _plain, args, kwargs)
 
     @staticmethod
+    def inline(fn, *args, **kwargs):
+        """A callee returning TF objects themselves (variables, lists of them): traced
+        here, in the part's graph, so that the caller gets the objects."""
+        return _plain(fn)(*args, **kwargs)
+
+    @staticmethod
     def unrolled(fn, *args):
         """A recursion over a tree (slicer/recursion.py): its TF half, traced on the TF
         part's copy of the tree, unrolls for the tree's shape."""

@@ -1,0 +1,146 @@
+"""Callees whose Python a trace reproduces (slicer/reproduced.py): the plain-TensorFlow style
+of textbooks and research code, where the training step calls the user's own classes and
+helpers inside the tape. Each program matches eager and runs its calls sliced (issue 28)."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from harness import check
+
+pytestmark = pytest.mark.timeout(240)
+
+NUM_STEPS = 4
+TOKENS = tf.constant(np.linspace(-1, 1, 3 * NUM_STEPS * 4, dtype=np.float32).reshape(
+    3, NUM_STEPS, 4))
+
+
+class Cell:
+    """An LSTM cell as a plain Python class holding variables (not a tf.Module)."""
+
+    def __init__(self, seed):
+        rng = np.random.default_rng(seed)
+        self.w = tf.Variable(rng.normal(size=(8, 16)).astype(np.float32) * 0.3)
+        self.b = tf.Variable(np.zeros(16, np.float32))
+
+    def __call__(self, x, h, c):
+        z = tf.matmul(tf.concat([x, h], 1), self.w) + self.b
+        i, f, o, g = tf.split(z, 4, axis=1)
+        c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
+        h = tf.sigmoid(o) * tf.tanh(c)
+        return h, c
+
+
+class LanguageModel:
+    def __init__(self, seed=0):
+        self.cell = Cell(seed)
+        self.out = tf.Variable(np.eye(4, dtype=np.float32) * 0.5)
+
+    def loss(self, tokens):
+        batch = tokens.shape[0]
+        h, c = tf.zeros((batch, 4)), tf.zeros((batch, 4))
+        total = 0.0
+        for t in range(NUM_STEPS):
+            h, c = self.cell(tokens[:, t, :], h, c)
+            logits = tf.matmul(h, self.out)
+            total += tf.reduce_mean(tf.square(logits - tokens[:, t, :]))
+        return total / NUM_STEPS
+
+    def outputs(self, tokens):
+        h = c = tf.zeros((tokens.shape[0], 4))
+        outs = []
+        for t in range(tokens.shape[1]):
+            h, c = self.cell(tokens[:, t, :], h, c)
+            outs.append(tf.matmul(h, self.out))
+        return tf.stack(outs, axis=1)
+
+    @property
+    def trainable(self):
+        return [self.cell.w, self.cell.b, self.out]
+
+    def variables(self):
+        return [self.cell.w, self.cell.b, self.out]
+
+
+class Trainer:
+    def __init__(self, model, lr=0.1):
+        self.model, self.lr, self.history = model, lr, []
+
+    def step(self, tokens):
+        with tf.GradientTape() as tape:
+            loss = self.model.loss(tokens)
+        params = self.model.trainable
+        grads = tape.gradient(loss, params)
+        for v, g in zip(params, grads):
+            v.assign_sub(self.lr * g)
+        self.history.append(loss)
+        return loss
+
+    def step_on_outputs(self, tokens):
+        with tf.GradientTape() as tape:
+            pred = self.model.outputs(tokens)
+            loss = tf.reduce_mean(tf.square(pred - tokens))
+        grads = tape.gradient(loss, self.model.variables())
+        for v, g in zip(self.model.variables(), grads):
+            v.assign_sub(self.lr * g)
+        return loss
+
+
+def _trainer(method):
+    def make(log):
+        model = LanguageModel()
+        trainer = Trainer(model)
+        trainer.history = log  # the losses it keeps, compared with eager's
+        variables = {"w": model.cell.w, "b": model.cell.b, "out": model.out}
+        return getattr(trainer, method), variables  # the bound method, sliced
+    return make
+
+
+def test_a_plain_model_object_unrolling_a_cell_over_a_constant_range():
+    """`self.model.loss(tokens)` inside the tape: a plain class's method with a static
+    shape, a Python accumulator, a loop over range(NUM_STEPS) calling another plain
+    object's __call__ (tuple unpacking of tf.split): all traced, the step sliced."""
+    check(_trainer("step"), [(TOKENS,)] * 5)
+
+
+def test_a_method_returning_the_models_variables_and_a_local_list_of_outputs():
+    """`self.model.variables()` (a list of the object's variables, traced inline: the TF
+    part gets the variables, not their values) and a callee filling its own list."""
+    check(_trainer("step_on_outputs"), [(TOKENS,)] * 5)
+
+
+def test_a_trainer_method_itself_sliced_with_the_plain_model_captured():
+    import gpe
+    trainers = {way: Trainer(LanguageModel(seed=3)) for way in ("eager", "gpe")}
+    sliced = gpe.function(trainers["gpe"].step)
+    eager = [float(trainers["eager"].step(TOKENS)) for _ in range(6)]
+    got = [float(sliced(TOKENS)) for _ in range(6)]
+    assert got == eager
+    assert sliced.stats()["graph_calls"] == 3  # all but the 3 profile calls
+    for a, b in zip(trainers["eager"].model.variables(), trainers["gpe"].model.variables()):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert [float(x) for x in trainers["gpe"].history] == \
+        [float(x) for x in trainers["eager"].history]
+
+
+SCALE = {"value": 2.0}
+
+
+def scaled(x, log):
+    total = 0.0
+    for k in range(3):
+        log.append(k)  # a side effect: eager runs it each call
+        total += x * k
+    return total
+
+
+def test_a_callee_with_a_host_side_effect_in_its_loop_stays_on_the_host():
+    def make(log):
+        w = tf.Variable(1.0)
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                y = scaled(x * w, log)
+            w.assign_sub(0.1 * tape.gradient(y, w))
+            return y
+        return step, {"w": w}
+    check(make, [(tf.constant(1.5),)] * 4, graph_calls=0)
