@@ -61,7 +61,13 @@ class _Inferer:
             kind = self.expr(node.value)
             for target in node.targets:
                 self.bind(target, kind, node.value)
-                self._note_constant(target, anno.get(node.value, Key.CONSTANT, False))
+                if isinstance(target, (gast.Tuple, gast.List)) and isinstance(
+                        node.value, (gast.Tuple, gast.List)) and len(target.elts) == len(
+                        node.value.elts):  # `a, b = 2, 2`: each name as its own value
+                    for elt, value in zip(target.elts, node.value.elts):
+                        self._note_constant(elt, anno.get(value, Key.CONSTANT, False))
+                else:
+                    self._note_constant(target, anno.get(node.value, Key.CONSTANT, False))
         elif isinstance(node, gast.AugAssign):
             kind = self._join([self.expr(node.target), self.expr(node.value)])
             self.bind(node.target, kind, None)

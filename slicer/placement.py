@@ -357,6 +357,13 @@ class _Placer:
         elif isinstance(stmt, gast.Assign) and all(
                 isinstance(t, gast.Name) for t in stmt.targets):
             targets, ok = stmt.targets, self._plain(stmt.value)
+        elif isinstance(stmt, gast.Assign) and len(stmt.targets) == 1 and isinstance(
+                stmt.targets[0], (gast.Tuple, gast.List)) and all(
+                isinstance(t, gast.Name) for t in stmt.targets[0].elts):
+            targets = stmt.targets[0].elts  # `a, b = 2, 3`: plain values, unpacked
+            ok = isinstance(stmt.value, (gast.Tuple, gast.List)) and \
+                len(stmt.value.elts) == len(targets) and all(
+                    self._plain(v) for v in stmt.value.elts)
         else:
             return False
         if ok:
@@ -377,12 +384,24 @@ class _Placer:
                 and self.parsed.lookup(node.func.id) is getattr(builtins, node.func.id))
             return (not node.keywords and pure and all(self._plain(a) for a in node.args))
         if isinstance(node, gast.Attribute):  # or `x.shape` of a tensor argument (kinds)
-            return self._math(node) or bool(anno.get(node, Key.CONSTANT))
+            return self._math(node) or bool(anno.get(node, Key.CONSTANT)) or \
+                self._tf_alias(node)
         if isinstance(node, gast.Subscript) and anno.get(node, Key.CONSTANT):
             return True  # `x.shape[0]`: constant parts only (kinds)
         return isinstance(node, (gast.Constant, gast.BinOp, gast.UnaryOp, gast.operator,
                                  gast.unaryop, gast.Load)) and all(
             self._plain(c) for c in nodes.children(node))
+
+    def _tf_alias(self, node: gast.Attribute) -> bool:
+        """`tf.nn.sigmoid_cross_entropy_with_logits` (bound to a local alias, `bce = ...`):
+        TensorFlow's own callable, reached from a module the function does not rebind: the
+        same object on each side (each side binds the alias; the TF part calls it)."""
+        root = node
+        while isinstance(root, gast.Attribute):
+            root = root.value
+        return isinstance(root, gast.Name) and root.id not in self.locals and \
+            anno.get(root, Key.KIND) == Kind.TF_MODULE and \
+            anno.get(node, Key.KIND) in TF_CALLABLES
 
     def _math(self, node: gast.AST) -> bool:
         """`math.NAME` (the math module's constants and functions) or a number constant of

@@ -144,3 +144,42 @@ def test_a_callee_with_a_host_side_effect_in_its_loop_stays_on_the_host():
             return y
         return step, {"w": w}
     check(make, [(tf.constant(1.5),)] * 4, graph_calls=0)
+
+
+# Python a trace reproduces, in the step itself (issue 28, class 3) ------------------------
+X4 = tf.constant(np.linspace(-1, 1, 24, dtype=np.float32).reshape(6, 4))
+Y4 = tf.constant(np.linspace(0, 1, 24, dtype=np.float32).reshape(6, 4))
+
+
+def test_a_local_alias_of_a_tf_function_inside_the_tape():
+    def make(log):
+        w = tf.Variable(np.eye(4, dtype=np.float32) * 0.5)
+
+        def step(x, y):
+            bce = tf.nn.sigmoid_cross_entropy_with_logits  # both sides bind the alias
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(bce(labels=y, logits=tf.matmul(x, w)))
+            w.assign_sub(0.1 * tape.gradient(loss, w))
+            return loss
+        return step, {"w": w}
+    check(make, [(X4, Y4)] * 4)
+
+
+def test_numbers_unpacked_from_a_tuple_are_constants_a_trace_needs():
+    """`a, b = 2, 2` then `tf.split(x, a * b)`: the TF part needs a real Python int (a
+    number sent from the host failed tracing: 'Rank-0 tensors are not supported')."""
+    def make(log):
+        w = tf.Variable(np.eye(4, dtype=np.float32))
+
+        def step(x, y):
+            a, b = 2, 2
+            with tf.GradientTape() as tape:
+                parts = tf.split(x, a * b, axis=1)
+                h = tf.matmul(tf.concat(parts[::-1], axis=1), w)
+                loss = tf.reduce_mean(tf.square(h - y))
+            w.assign_sub(0.1 * tape.gradient(loss, w))
+            log.append(a + b)  # still Python ints on the host
+            return loss
+        return step, {"w": w}
+    under = check(make, [(X4, Y4)] * 4)
+    assert under.log == [4, 4, 4, 4] and all(type(v) is int for v in under.log)
