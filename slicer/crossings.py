@@ -290,6 +290,11 @@ class _Crossings:
                 anno.get(d, Key.PLACE) == Place.TF or anno.get(d, Key.MIRROR)
                 and name in anno.get(d, Key.CARRIED, ()))]
             for definer in definers:
+                if isinstance(definer, gast.With):  # `with tf.GradientTape() as tape`
+                    what = spell(name, temporaries(self.parsed.node))
+                    raise Refusal("unsupported-order", f"{what} exists in the TF part only "
+                                  "(a TF `with` binds it) and is read on the host", "",
+                                  self.parsed.filename, stmt.lineno)
                 if isinstance(definer, gast.For) and _bound_by_loop(definer, name):
                     what = spell(name, temporaries(self.parsed.node))
                     raise Refusal("unsupported-order", f"{what} is set by a loop the TF part "

@@ -121,6 +121,9 @@ def _tf_operation(node: gast.expr) -> bool:
         return base == Kind.TF_MODULE or kind in TF_CALLABLES or kind == Kind.TF_OBJECT
     if isinstance(node, gast.Call):
         return anno.get(node.func, Key.KIND) in TF_CALLABLES or _structural(node)
+    if isinstance(node, gast.Subscript) and kind in TF_CALLABLES and \
+            anno.has(node.value, Key.PATH):
+        return True  # `self.convs[i]`: a layer of a captured list (kinds)
     if isinstance(node, (gast.BinOp, gast.UnaryOp, gast.Compare, gast.Subscript)):
         return kind in TF_KINDS or _literal(node)
     return False

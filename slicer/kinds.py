@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 import gast
 
-from . import anno, callsites, fnargs, nodes
+from . import anno, callsites, fnargs, nodes, reproduced
 from .anno import Key
 from .facts import CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES, STRUCTURAL_BUILTINS, TF_KINDS, Facts, Kind
 from .chains import CAPTURABLE as _CAPTURABLE, bound_names, chain_root, chain_value, dotted, is_range, is_static, mutated_roots, own_data, stable, static_value, stored_names, user_code
@@ -26,6 +26,10 @@ _STATIC_META = frozenset({"shape", "dtype", "ndim"})
 _SCALAR_BUILTINS = {"float": Kind.PY_SCALAR, "int": Kind.PY_SCALAR, "bool": Kind.PY_SCALAR}
 _DATA_TYPES = (list, dict, tuple, set, str, bytes, type(None))
 _PLAIN = frozenset({Kind.PY_SCALAR, Kind.HOST_DATA})
+_VARIABLE_LISTS = frozenset({"trainable_variables", "variables", "trainable_weights", "weights",
+                             "non_trainable_variables", "non_trainable_weights"})
+_MAX_FOLDED = 64  # the longest list of numbers on an object folded (and looped over)
+_ORDERING = frozenset({"enumerate", "zip", "reversed"})  # constant over constant sequences
 
 CalleeKind = Callable[[Any, "list[Kind]", Facts, list], Optional[Kind]]
 """`callee(fn, arg_kinds, facts, objects)`: TF_OP or TF_EFFECT_OP for a call of `fn` on
@@ -76,11 +80,17 @@ class _Inferer:
         elif isinstance(node, gast.For):
             self.expr(node.iter)
             counting = is_range(node.iter) and anno.get(node.iter, Key.CONSTANT, False)
+            sequence = not counting and anno.get(node.iter, Key.CONSTANT, False)
             if not counting:
                 self._note_constant(node.target, False)
             self._bind_loop_target(node.target, node.iter)
             if counting:
                 self._note_constant(node.target, True)
+            elif sequence:  # `for i, k in enumerate(net.sizes)`: numbers fixed for the call
+                for name in nodes.walk(node.target):
+                    if isinstance(name, gast.Name):
+                        self.bind(name, Kind.PY_SCALAR, None)
+                        self._note_constant(name, True)
             self.block(node.body)
             self.block(node.orelse)
         elif isinstance(node, gast.AnnAssign):
@@ -179,8 +189,10 @@ class _Inferer:
         if isinstance(node, gast.Name):
             return node.id in self.constants
         if isinstance(node, gast.Call):
-            return (isinstance(node.func, gast.Name) and node.func.id in CONSTANT_BUILTINS
+            return (isinstance(node.func, gast.Name) and node.func.id in (
+                        CONSTANT_BUILTINS | _ORDERING)
                     and anno.get(node.func, Key.KIND) == Kind.HOST_FN and not node.keywords
+                    and bool(node.args)
                     and all(anno.get(a, Key.CONSTANT, False) for a in node.args))
         if isinstance(node, (gast.BinOp, gast.UnaryOp, gast.Compare, gast.BoolOp, gast.IfExp,
                              gast.Tuple, gast.Subscript)):
@@ -213,21 +225,25 @@ class _Inferer:
         return Kind.HOST
 
     def _ListComp(self, node: gast.ListComp) -> Kind:
-        """`[f(x[i]) for i in range(n)]` over a range fixed for the call, or over a structure
-        of TF values (`model.trainable_weights`: its length is guarded), with TF values for
-        elements: a list of TF values the TF part builds (unrolled); else a host list."""
+        """`[f(x[i]) for i in range(n)]` over a range fixed for the call, or over structures
+        of TF values (`model.trainable_weights`: its length is guarded; `[v for layer in
+        self.layers for v in layer.trainable_variables if len(v.shape) > 1]`, the filters
+        on what the trace knows of each element), with TF values for elements: a list of
+        TF values the TF part builds (unrolled); else a host list."""
         env, constants = dict(self.env), set(self.constants)
-        gen = node.generators[0]
-        self.expr(gen.iter)
-        fixed = ((is_range(gen.iter) and anno.get(gen.iter, Key.CONSTANT, False))
-                 or anno.get(gen.iter, Key.KIND) == Kind.TF_OBJECT)  # model.weights
-        counting = (len(node.generators) == 1 and not gen.ifs and fixed
-                    and isinstance(gen.target, gast.Name))
-        self._bind_loop_target(gen.target, gen.iter)
-        self._note_constant(gen.target, counting)
+        counting = True
+        for gen in node.generators:
+            self.expr(gen.iter)
+            fixed = ((is_range(gen.iter) and anno.get(gen.iter, Key.CONSTANT, False))
+                     or anno.get(gen.iter, Key.KIND) == Kind.TF_OBJECT)  # model.weights
+            counting = counting and fixed and isinstance(gen.target, gast.Name)
+            self._bind_loop_target(gen.target, gen.iter)
+            self._note_constant(gen.target, fixed and is_range(gen.iter))
+            for condition in gen.ifs:
+                self.expr(condition)
+                counting = counting and anno.get(condition, Key.KIND) not in TF_KINDS and \
+                    reproduced.expression(condition, set(), set())
         kind = self.expr(node.elt)
-        for extra in node.generators[1:]:
-            self.expr(extra.iter)
         self.env, self.constants = env, constants  # the comprehension's own scope
         tf_elements = kind in TF_KINDS and tf_evaluable(node.elt)  # (not `a if int(t) ...`)
         return Kind.TF_OBJECT if counting and tf_elements else Kind.HOST
@@ -284,6 +300,9 @@ class _Inferer:
                 # update_state on a metric argument the TF part captures, self.add_loss
                 return kind
             return Kind.HOST
+        if base in (Kind.TF_OP, Kind.TF_EFFECT_OP) and node.attr in _VARIABLE_LISTS and \
+                isinstance(node.value, gast.Name) and node.value.id in self.local_names:
+            return Kind.TF_OBJECT  # `layer.trainable_variables`, `layer` a loop's element
         if base in (Kind.TF_MODULE, Kind.TF_OBJECT, Kind.TF_OP, Kind.TF_EFFECT_OP) or \
                 _is_static(node.value, self):
             value = static_value(node, self.parsed)
@@ -295,8 +314,33 @@ class _Inferer:
             kind = self.classify(value)
             if kind in _CAPTURABLE and base != Kind.TF_MODULE and stable(value):
                 anno.set(node, Key.PATH, dotted(node))
+            elif base != Kind.TF_MODULE and self._guarded_static(node, value, kind):
+                return Kind.PY_SCALAR if type(value) in (bool, int, float) else kind
             return kind
         return Kind.HOST
+
+    def _guarded_static(self, node: gast.Attribute, value: Any, kind: Kind) -> bool:
+        """A list of TF objects (`net.convs`: each element's identity guarded) or a Python
+        number (`net.targeted`, `cfg.scale`: guarded by value, folded) on an object the
+        function reaches through its globals: the TF part reads it when traced, as a
+        chain on an object argument. Not on an object this function changes, nor a
+        number that keeps changing (sent instead)."""
+        root = chain_root(node)
+        if root is None or root.id in self.mutated:
+            return False
+        if kind == Kind.TF_OBJECT and isinstance(value, (list, tuple)):
+            anno.set(node, Key.PATH, dotted(node))
+            return True
+        if dotted(node) in self.facts.dynamic_paths:
+            return False
+        if type(value) in (bool, int, float) or type(value) in (list, tuple) and \
+                0 < len(value) <= _MAX_FOLDED and all(type(v) in (bool, int, float, str)
+                                                      for v in value):
+            # (a list of numbers, `net.sizes`: guarded by its elements, looped over)
+            anno.set(node, Key.PATH, dotted(node))
+            anno.set(node, Key.CONSTANT, True)
+            return True
+        return False
 
     def _Call(self, node: gast.Call) -> Kind:
         fkind = self.expr(node.func)
@@ -465,6 +509,15 @@ class _Inferer:
         self.expr(node.slice)
         if anno.get(node.value, Key.CONSTANT) and base == Kind.HOST_DATA:
             return Kind.PY_SCALAR if anno.get(node.slice, Key.CONSTANT) else Kind.HOST_DATA
+        if base == Kind.TF_OBJECT and anno.get(node.slice, Key.CONSTANT) and \
+                anno.has(node.value, Key.PATH):
+            # `self.convs[i]`, `i` a loop counter: a layer (or a variable) of a list
+            # whose elements are all of one kind, taken when the TF part is traced
+            value = self.value_of(node.value)
+            kinds = {self.classify(v) for v in value} if isinstance(
+                value, (list, tuple)) and value else set()
+            if len(kinds) == 1 and kinds <= {Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.VARIABLE}:
+                return kinds.pop()
         return Kind.TENSOR if base in TF_KINDS else Kind.HOST
 
     def _Slice(self, node: gast.Slice) -> Kind:

@@ -7,13 +7,16 @@ free names, but the callee's namespace is not the caller's (another module, a cl
 
 `free_reads(parsed, params)` lists the free names a callee's body reads and the attribute
 chains on them the kinds pass marked (`Key.PATH`); `root(fn, name)` names one of them for
-the caller: `module:name` (a `:` no Python name has), registered with the function whose
-namespace it is; `resolve(root)` gives its value now (the callee's closure cell, global
-or builtin), or MISSING once that function is gone. Nothing here imports TensorFlow.
+the caller: `module|qualname:name` (dots as `/`: a guard path splits at dots; a `:` no
+Python name has), registered with the function whose namespace it is; `resolve(root)`
+gives its value now (the callee's closure cell, global or builtin; a module-level function
+not registered in this process, as a bundle's guard, is found by its names), or MISSING
+once that function is gone. Nothing here imports TensorFlow.
 """
 from __future__ import annotations
 
 import builtins
+import sys
 import weakref
 from typing import Any, Callable
 
@@ -35,7 +38,8 @@ def root(fn: Callable, name: str) -> str:
     """The caller's name for `name` in `fn`'s namespace (its closure, globals, builtins)."""
     prefix = _prefixes.get(fn)
     if prefix is None:
-        base = f"{getattr(fn, '__module__', None) or '?'}.{fn.__qualname__}".replace(".", "/")
+        module = (getattr(fn, "__module__", None) or "?").replace(".", "/")
+        base = f"{module}|{fn.__qualname__.replace('.', '/')}"
         prefix, n = base, 1
         while prefix in _functions and _functions[prefix]() not in (None, fn):
             n += 1
@@ -48,7 +52,7 @@ def root(fn: Callable, name: str) -> str:
 def resolve(root_name: str) -> Any:
     """The value a `root` names now (MISSING where its function is gone or the cell empty)."""
     prefix, _, name = root_name.rpartition(":")
-    fn = _functions.get(prefix, lambda: None)()
+    fn = _functions.get(prefix, lambda: None)() or _by_name(prefix)
     if fn is None:
         return MISSING
     code = fn.__code__
@@ -60,6 +64,20 @@ def resolve(root_name: str) -> Any:
     if name in fn.__globals__:
         return fn.__globals__[name]
     return getattr(builtins, name, MISSING)
+
+
+def _by_name(prefix: str) -> Callable | None:
+    """The module-level function (or method) a prefix names, where no slicing in this
+    process registered it (a bundle's guards, read in a fresh process)."""
+    module, _, qualname = prefix.partition("|")
+    obj = sys.modules.get(module.replace("/", "."))
+    for part in qualname.split("/"):
+        obj = getattr(obj, part, None)
+    fn = getattr(obj, "__func__", obj)
+    if not callable(fn) or not hasattr(fn, "__code__") or "#" in prefix:
+        return None
+    _functions[prefix], _prefixes[fn] = weakref.ref(fn), prefix
+    return fn
 
 
 def free_reads(parsed: Parsed, params: set[str]) -> tuple[tuple[str, bool], ...]:

@@ -92,6 +92,11 @@ def _is_range(node: gast.AST) -> bool:
             and node.func.id == "range")
 
 
+def _constant_sequence(header: gast.expr) -> bool:
+    """`net.sizes`, `enumerate(net.sizes)`: numbers on an object, guarded (kinds)."""
+    return bool(anno.get(header, Key.CONSTANT)) and not _is_range(header)
+
+
 def _fully_tf(stmt: gast.stmt) -> bool:
     """Placed in the TF part with nothing left for the host (no hoisting happens inside a
     loop or branch, so every sub-expression must be one the TF part can evaluate)."""
@@ -112,9 +117,9 @@ def _unfixed(header: gast.expr):
     stack = [header]
     while stack:
         node = stack.pop()
-        if node is not header and isinstance(node, (gast.Attribute, gast.Subscript)) and \
-                anno.get(node, Key.CONSTANT):
-            continue
+        if (node is not header or anno.has(node, Key.PATH)) and isinstance(
+                node, (gast.Attribute, gast.Subscript)) and anno.get(node, Key.CONSTANT):
+            continue  # (a number on an object, `net.targeted`: guarded by its path)
         yield node
         stack.extend(nodes.children(node))
 
@@ -248,7 +253,10 @@ class _Placer:
             sequence = self._fixed_sequence(header) or (
                 anno.get(header, Key.KIND) == Kind.TF_OBJECT and tf_evaluable(header))
             ok = not stmt.orelse and (sequence or (
-                isinstance(stmt.target, gast.Name) and _is_range(header)))
+                isinstance(stmt.target, gast.Name) and _is_range(header)) or (
+                _constant_sequence(header) and all(
+                    isinstance(n, (gast.Name, gast.Tuple, gast.Load, gast.Store))
+                    for n in nodes.walk(stmt.target))))
             why = "loop fixed for the call, unrolled"
         elif isinstance(stmt, gast.If):
             header, ok, why = stmt.test, True, "branch fixed for the call"
@@ -260,6 +268,7 @@ class _Placer:
         ok = ok and (sequence or anno.get(header, Key.CONSTANT) and all(
             n.id in self.both or n.id in self.fixed or n.id == "range"
             or (n.id in CONSTANT_BUILTINS and n.id not in self.locals)  # int(x.shape[1])
+            or (n.id in ("enumerate", "zip", "reversed") and n.id not in self.locals)
             for n in _unfixed(header) if isinstance(n, gast.Name)))
         if not ok or any(isinstance(n, _LEAVES) for n in _same_scope(stmt)):
             return False
@@ -492,5 +501,7 @@ def effect_call(node: gast.AST) -> bool:
         return False
     func = node.func
     if isinstance(func, gast.Attribute) and func.attr in VARIABLE_EFFECT_METHODS:
-        return anno.get(func.value, Key.KIND) == Kind.VARIABLE
+        # (a variable taken from a list the TF part builds is typed a tensor: no tensor
+        # has these methods, so the call writes a variable all the same)
+        return anno.get(func.value, Key.KIND) in TF_KINDS
     return anno.get(func, Key.KIND) == Kind.TF_EFFECT_OP

@@ -47,9 +47,20 @@ def _kind(opname: str) -> str:
 def _fingerprint(code: types.CodeType) -> list:
     first = code.co_firstlineno
     out: list = [code.co_name]
+    closure = False  # the tuple of cells a nested function (a comprehension) closes over
     for ins in dis.get_instructions(code):
         if ins.opname in _SKIPPED:
             continue
+        # a comprehension reading a name of the enclosing function gets it through a cell
+        # (LOAD_CLOSURE ..., BUILD_TUPLE, then MAKE_FUNCTION); the def compiled alone reads
+        # a global there and builds no closure
+        if ins.opname == "LOAD_CLOSURE":
+            closure = True
+            continue
+        if closure and ins.opname == "BUILD_TUPLE":
+            closure = False
+            continue
+        closure = False
         kind = _kind(ins.opname)
         if isinstance(ins.argval, types.CodeType):
             arg = ("code", tuple(_fingerprint(ins.argval)))

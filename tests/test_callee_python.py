@@ -183,3 +183,89 @@ def test_numbers_unpacked_from_a_tuple_are_constants_a_trace_needs():
         return step, {"w": w}
     under = check(make, [(X4, Y4)] * 4)
     assert under.log == [4, 4, 4, 4] and all(type(v) is int for v in under.log)
+
+
+class _Attack:
+    """Settings and layers on a plain object the step reaches through its globals."""
+
+    def __init__(self):
+        self.convs = [tf.keras.layers.Dense(4, kernel_initializer="ones") for _ in range(2)]
+        for conv in self.convs:
+            conv.build((None, 4))
+        self.targeted = True
+        self.sizes = [0.5, 0.25]
+
+
+ATTACK = _Attack()
+
+
+def _attack_step(log):
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            h = x
+            for i, k in enumerate(ATTACK.sizes):  # numbers on an object, guarded
+                h = ATTACK.convs[i](h) * k  # a layer of a list, by the loop counter
+            if ATTACK.targeted:  # a bool on an object, guarded
+                loss = tf.reduce_mean(tf.square(h - y))
+            else:
+                loss = -tf.reduce_mean(tf.square(h - y))
+        variables = [v for conv in ATTACK.convs for v in conv.trainable_variables]
+        for v, g in zip(variables, tape.gradient(loss, variables)):
+            v.assign_sub(0.01 * g)
+        return loss
+    return step
+
+
+def test_a_loop_over_numbers_and_layers_and_a_flag_on_a_global_object():
+    def make(log):
+        for conv in ATTACK.convs:
+            conv.kernel.assign(tf.ones((4, 4)))
+            conv.bias.assign(tf.zeros(4))
+        ATTACK.targeted, ATTACK.sizes = True, [0.5, 0.25]
+        variables = {f"{i}{v.name}": v for i, c in enumerate(ATTACK.convs)
+                     for v in c.trainable_variables}
+        return _attack_step(log), variables
+    check(make, [(X4, Y4)] * 5)
+
+
+def test_the_guarded_settings_change_between_calls_as_eager_sees_them():
+    import gpe
+
+    def run(fn):
+        for conv in ATTACK.convs:
+            conv.kernel.assign(tf.ones((4, 4)))
+            conv.bias.assign(tf.zeros(4))
+        ATTACK.targeted, ATTACK.sizes = True, [0.5, 0.25]
+        out = []
+        for i in range(12):
+            if i == 5:
+                ATTACK.targeted = False
+            if i == 8:
+                ATTACK.sizes = [1.0, 0.5]
+            if i == 10:
+                ATTACK.sizes[1] = 2.0  # changed in place
+            out.append(float(fn(X4, Y4)))
+        return out
+    step = _attack_step([])
+    sliced = gpe.function(step, profile_calls=1)
+    assert run(sliced) == run(step)
+    assert sliced.stats()["graph_calls"] >= 6, sliced.stats()
+
+
+def test_a_loop_header_reading_the_tape_with_a_filtered_list_of_variables():
+    """`for v, g in zip(variables, tape.gradient(loss, variables))` with `variables` a
+    filtered comprehension: the TF part builds the list (its filter reads what the trace
+    knows of each variable); before, the host program read `tape`, which exists in the TF
+    part only: UnboundLocalError from the second sliced call on (gpe only)."""
+    def make(log):
+        ws = [tf.Variable(1.0), tf.Variable(np.ones((2, 2), np.float32)), tf.Variable(2.0)]
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(x * ws[0] * ws[1] * ws[2])
+            variables = [v for v in ws if len(v.shape) > 1 or v is ws[0]]
+            for v, g in zip(variables, tape.gradient(loss, variables)):
+                v.assign_sub(0.1 * g)
+            return loss
+        return step, {f"w{i}": w for i, w in enumerate(ws)}
+    check(make, [(tf.constant(1.0),)] * 5)

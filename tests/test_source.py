@@ -114,3 +114,22 @@ def test_the_check_refuses_no_unchanged_library_function():
             if not same_code(fn, _block("".join(lines))[0], "<library>"):
                 wrong.append(f"{name}.{fn.__qualname__}")
     assert checked > 150 and not wrong, (checked, wrong)
+
+
+def test_a_closure_read_inside_a_comprehension_is_the_same_code():
+    """A nested function whose comprehension reads a name of the enclosing function gets
+    it through a cell (LOAD_CLOSURE, BUILD_TUPLE); its def compiled alone reads a global:
+    the check took that for an edited file and every call ran eagerly."""
+    def make(log):
+        ws = [tf.Variable(1.0), tf.Variable(2.0)]
+
+        def step(x):
+            picked = [w for w in ws if w is not ws[1]]
+            picked[0].assign_add(x)
+            return picked[0] * ws[1]
+        return step, {"a": ws[0], "b": ws[1]}
+    step = make([])[0]
+    source = inspect.getsource(step)
+    assert same_code(step, source[source.index("def "):].replace("\n" + " " * 8, "\n"),
+                     inspect.getsourcefile(step))
+    check(make, [(tf.constant(1.0),)] * 4)
