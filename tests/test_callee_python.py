@@ -269,3 +269,28 @@ def test_a_loop_header_reading_the_tape_with_a_filtered_list_of_variables():
             return loss
         return step, {f"w{i}": w for i, w in enumerate(ws)}
     check(make, [(tf.constant(1.0),)] * 5)
+
+
+def _listed(ws, log):
+    log.append(len(ws))  # host work: the list is the host's
+    return list(ws)
+
+
+def test_a_host_loop_header_reading_the_tape_runs_eagerly_not_unbound():
+    """The list comes from host work, so the loop over zip(variables, tape.gradient(...))
+    is the host's; the tape exists in the TF part only: refused (the call runs eagerly),
+    never an UnboundLocalError in the host program (as from the second sliced call)."""
+    def make(log):
+        ws = [tf.Variable(1.0), tf.Variable(2.0)]
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(x * ws[0] * ws[1])
+            variables = _listed(ws, log)
+            for v, g in zip(variables, tape.gradient(loss, variables)):
+                v.assign_sub(0.1 * g)
+            return loss
+        return step, {"a": ws[0], "b": ws[1]}
+    under = check(make, [(tf.constant(1.0),)] * 4, graph_calls=0)
+    assert any("`tape` exists in the TF part only" in reason
+               for reason in under.target.stats()["fallbacks"])
