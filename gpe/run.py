@@ -3,7 +3,8 @@
 The script runs as `__main__`. Every top-level function and every method of a top-level
 class in it, and in the modules it imports from its own directory, is wrapped as if
 decorated with `@gpe.function` (innermost, under any decorators it has); generators,
-coroutines and nested functions are left alone. A function with no TF work becomes plain
+coroutines and nested functions are left alone, and so is a function that reads the stack
+of frames (its caller's frame would be gpe's). A function with no TF work becomes plain
 Python after its first call. All of them share the one session. Constructors and other
 special methods, properties, static and class methods, and the set-up methods Keras calls
 (`build`, `get_config`, ...) are left as they are; `__call__` is wrapped (a tf.Module's
@@ -57,11 +58,12 @@ _DESCRIPTORS = frozenset({"property", "staticmethod", "classmethod", "cached_pro
 class _AddDecorators(ast.NodeTransformer):
     def visit_Module(self, node: ast.Module) -> ast.Module:
         for stmt in node.body:
-            if isinstance(stmt, ast.FunctionDef):
+            if isinstance(stmt, ast.FunctionDef) and not _reads_frames(stmt):
                 self._decorate(stmt)
             elif isinstance(stmt, ast.ClassDef):
                 for item in stmt.body:
-                    if isinstance(item, ast.FunctionDef) and _does_work(item):
+                    if isinstance(item, ast.FunctionDef) and _does_work(item) and \
+                            not _reads_frames(item):
                         self._decorate(item)
         return node
 
@@ -70,6 +72,19 @@ class _AddDecorators(ast.NodeTransformer):
         marker = ast.Name(id=DECORATOR, ctx=ast.Load())
         ast.copy_location(marker, fn)
         fn.decorator_list.append(marker)  # last in the list: applied first, innermost
+
+
+# what reads the stack of Python frames: under a wrapper, the caller's frame is gpe's
+_FRAME_READERS = frozenset({"currentframe", "_getframe", "f_back", "stack", "getouterframes",
+                            "getframeinfo", "extract_stack"})
+
+
+def _reads_frames(fn: ast.FunctionDef) -> bool:
+    """A function that looks at its caller's frame (d2l's `save_hyperparameters` reads the
+    caller's arguments through `inspect.currentframe().f_back`): wrapped, it would see
+    gpe's frame instead, so it is left as it is."""
+    return any(isinstance(n, ast.Attribute) and n.attr in _FRAME_READERS or
+               isinstance(n, ast.Name) and n.id in _FRAME_READERS for n in ast.walk(fn))
 
 
 def _does_work(method: ast.FunctionDef) -> bool:
