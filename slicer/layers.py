@@ -43,7 +43,8 @@ def judge_layer_call(call: Callable, layer: Any, classify: Callable[[Any], Kind]
     `call` that runs on the host, with its file and line, where one is found)."""
     params = list(inspect.signature(call).parameters.values())
     if not params or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params[1:]):
-        return None
+        # (what Keras passes through them depends on each call: not judged once per layer)
+        return None, "its `call` takes *args or **kwargs"
     self_name = params[0].name
     args = {self_name: ArgFact(Kind.HOST, constant=True, value=layer)}
     for param in params[1:]:

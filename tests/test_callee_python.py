@@ -294,3 +294,33 @@ def test_a_host_loop_header_reading_the_tape_runs_eagerly_not_unbound():
     under = check(make, [(tf.constant(1.0),)] * 4, graph_calls=0)
     assert any("`tape` exists in the TF part only" in reason
                for reason in under.target.stats()["fallbacks"])
+
+
+class _PassThrough(tf.keras.layers.Layer):
+    """A layer whose `call` takes **kwargs (d2l's Module): judging it crashed the slicer
+    (TypeError: cannot unpack non-iterable NoneType object) and every call ran eagerly."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = tf.keras.layers.Dense(2, kernel_initializer="ones")
+
+    def call(self, x, *args, **kwargs):
+        if kwargs and "training" in kwargs:
+            self.training = kwargs["training"]
+        return self.dense(x, *args)
+
+
+def test_a_layer_whose_call_takes_kwargs_is_judged_without_crashing_the_slicer():
+    import gpe
+    layer = _PassThrough()
+    layer(X4)
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(layer(x))
+        return tape.gradient(loss, layer.trainable_variables)[0]
+    sliced = gpe.function(step, profile_calls=1)
+    for _ in range(3):
+        np.testing.assert_array_equal(sliced(X4).numpy(), step(X4).numpy())
+    reasons = " ".join(sliced.stats()["fallbacks"])
+    assert "slicer-error" not in reasons and "cannot unpack" not in reasons, reasons
