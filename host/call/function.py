@@ -8,11 +8,8 @@ built runs eagerly, counted with its reason and warned about once (stats.py).
 """
 from __future__ import annotations
 
-import importlib
-import inspect
 import logging
 import pickle
-import sys
 import threading
 import time
 import types
@@ -28,6 +25,7 @@ from ..variants.builder import Builder, NotBuilt
 from ..distribution.distribute import in_replica_context
 from ..distribution import replicated
 from ..variants.stubs import EntryGuardFailed, eager_now
+from .bound import BoundSliced, resolve
 from .callkey import CallKeys
 from ..facts.oracle import keras_layer_class
 from ..speculation.payoff import COSTS, Building, Payoff, progress
@@ -387,65 +385,17 @@ class SlicedFunction:
             return self
         if self.auto and self.__name__ == "__call__" and keras_layer_class(type(obj)):
             return types.MethodType(self.fn, obj)  # Keras's __call__ machinery: as Python
-        return _BoundSliced(self, obj)
+        return BoundSliced(self, obj)
 
     def __reduce__(self):
         """Pickled as functions are, by module and qualified name (multiprocessing sends a
         script's functions so): the name resolves to this wrapper where the module is loaded
         as `gpe run` loads it (a forked child), else to the plain function."""
-        if _resolve(self.__module__, self.__qualname__) is not self:
+        if resolve(self.__module__, self.__qualname__) is not self:
             raise pickle.PicklingError(
                 f"Can't pickle {self.fn!r}: it's not found as {self.__module__}."
                 f"{self.__qualname__}")
-        return _resolve, (self.__module__, self.__qualname__)
-
-
-class _BoundSliced:
-    """A sliced method bound to an instance (the instance is an ordinary host argument)."""
-
-    _gpe_sliced = True
-    autograph_info__: dict = {}  # see SlicedFunction
-
-    def __init__(self, sliced: SlicedFunction, obj):
-        self._sliced, self._obj = sliced, obj
-        for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
-            setattr(self, attr, getattr(sliced, attr, None))
-
-    def __repr__(self) -> str:
-        return f"<gpe sliced method {self.__qualname__} of {self._obj!r}>"
-
-    @property
-    def __self__(self):  # as a bound method's (the slicer's callee analysis reads them)
-        return self._obj
-
-    @property
-    def __func__(self) -> SlicedFunction:
-        return self._sliced
-
-    @property
-    def __signature__(self) -> inspect.Signature:  # as a bound method's (Keras reads it)
-        params = list(self._sliced.keys.signature.parameters.values())
-        return self._sliced.keys.signature.replace(parameters=params[1:])
-
-    def __call__(self, *args, **kwargs):
-        return self._sliced(self._obj, *args, **kwargs)
-
-    def stats(self):
-        return self._sliced.stats()
-
-    def __reduce__(self):  # as a bound method: the instance and the method's name
-        return getattr, (self._obj, self._sliced.__name__)
-
-
-def _resolve(module: str, qualname: str) -> Any:
-    """The object named `module.qualname` (None where there is none)."""
-    try:
-        obj = sys.modules.get(module) or importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError, TypeError, ValueError):
-        return None
-    return obj
+        return resolve, (self.__module__, self.__qualname__)
 
 
 _wrappers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -456,7 +406,7 @@ def callee(fn, args) -> tuple:
     sliced function, a sliced method bound to an object, or a plain function of the user's
     (wrapped once, as `gpe run` wraps functions: plain Python after one call if it has no
     TF work)."""
-    if isinstance(fn, _BoundSliced):
+    if isinstance(fn, BoundSliced):
         return fn._sliced, (fn._obj,) + tuple(args)
     if isinstance(fn, SlicedFunction):
         return fn, tuple(args)
