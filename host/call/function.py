@@ -110,7 +110,7 @@ class SlicedFunction:
             # profile calls run eagerly: a tape sees their ops
             return self._new_key(key, values, args, kwargs)
         if not _tapes_empty():  # a tape watches: it must see this call's ops
-            self._note("called while a GradientTape is recording", warn=False)
+            self.note("called while a GradientTape is recording", warn=False)
             return self._eager(args, kwargs)
         if not variant.timer.steady:  # still timed against eager, or runs eagerly
             if variant.eager_faster:
@@ -124,7 +124,7 @@ class SlicedFunction:
     def _sliced(self, key, variant: Variant, start: float, args, kwargs):
         session = variant.session
         if not session.enter_call():
-            self._note("in a forked child process (TF's thread pools did not survive the "
+            self.note("in a forked child process (TF's thread pools did not survive the "
                        "fork)" if session.forked else "called while another sliced call "
                        "was running (nested, or from another thread)")
             return self._eager(args, kwargs)
@@ -167,7 +167,7 @@ class SlicedFunction:
             self.assumed.unfold(failed.name)
             self.cache.forget(key)
         else:
-            self._note(str(failed))
+            self.note(str(failed))
 
     def _timed_eager(self, variant: Variant, start: float, args, kwargs):
         self.stats_.timed_calls += 1
@@ -177,7 +177,7 @@ class SlicedFunction:
             verdict = variant.timer.eager_call(start)
             if verdict is not None:  # this call is counted with the verdict's note
                 self.stats_.timed_calls -= 1
-                self._note(verdict, warn=False)  # a choice for speed, not a failure
+                self.note(verdict, warn=False)  # a choice for speed, not a failure
                 self.plain = self.cache.all_eager()
 
     def nested_call(self, variant: Variant, args, kwargs):
@@ -251,7 +251,7 @@ class SlicedFunction:
                     self.stats_.calls -= 1
                     self.plain = True
                     return steps(tuple(values["args"]), dict(values.get("kwargs") or {}))
-                self._note(f"strategy.run's step has host work "
+                self.note(f"strategy.run's step has host work "
                            f"{replicated.host_work(self, values)} (it would run once, when "
                            "traced): it runs eagerly, once per replica", warn=not self.auto)
             self.plain = True  # no TF work: plain Python from now on
@@ -317,19 +317,32 @@ class SlicedFunction:
             COSTS.add(seconds, True, self.payoff.call_s(), self._plan_s)
             progress("slicing and building", self.__qualname__, self.where,
                      self._plan_s + seconds)
-        self.cache.add(self.keys.add_guards(plan.captures, values, plan.tests), variant)
-        self.stats_.variants += 1
+        key = self.guarded_key(plan.captures, values, plan.tests)
         described = self.assumed.describe(values)
-        self.stats_.built.append(", ".join(
+        self.install(key, variant, ", ".join(
             [f"{n}: {text(e)}" for n, e in zip(values, described)]
             + [f"{name} = {value!r}" for name, _, value in variant.folded]))
+
+    # what bundles and replicated steps build variants through -----------------------
+    def guarded_key(self, captures: tuple, values: dict, tests: tuple = ()) -> tuple:
+        """The key a variant that captured `captures` is stored under, for the call of
+        `values`; its captures are guarded from now on (callkey.CallKeys.add_guards)."""
+        return self.keys.add_guards(captures, values, tests)
+
+    def install(self, key: tuple | None, variant: Variant, built: str) -> None:
+        """Take `variant` (made by variants.assemble) for the calls of `key` (None: its
+        maker runs it, a replicated step), `built` describing it in the statistics."""
+        if key is not None:
+            self.cache.add(key, variant)
+        self.stats_.variants += 1
+        self.stats_.built.append(built)
 
     def _replica(self, args, kwargs):
         """A call from inside `strategy.run` (MirroredStrategy runs each replica in a
         thread of its own, and they meet at every cross-replica step, `merge_call`): run
         eagerly, never waiting on another replica's call (profiling holds a lock).
         `strategy.run(this)` itself does not come here (host/distribution/replicated.py)."""
-        self._note("called in a tf.distribute replica context (inside strategy.run, from "
+        self.note("called in a tf.distribute replica context (inside strategy.run, from "
                    "a function that is not sliced)", warn=False)
         return self._eager(args, kwargs)
 
@@ -347,9 +360,10 @@ class SlicedFunction:
 
     def _refuse(self, key, reason: str) -> None:
         self.cache.refused[key] = reason
-        self._note(reason)
+        self.note(reason)
 
-    def _note(self, reason: str, warn: bool = True) -> None:
+    def note(self, reason: str, warn: bool = True) -> None:
+        """Count a fallback for `reason`, warned about once (`warn`; logged where auto)."""
         self.stats_.fallback(self.__qualname__, reason, warn and not self.auto)
 
     # introspection -------------------------------------------------------------------
@@ -368,6 +382,10 @@ class SlicedFunction:
 
     def key_for(self, args: tuple, kwargs: dict) -> tuple | None:
         return self.keys.key_for(args, kwargs)
+
+    def call_key(self, args: tuple, kwargs: dict) -> tuple:
+        """The key of these arguments (TypeError where they do not bind)."""
+        return self.keys.key(self.keys.values(args, kwargs))
 
     def lookup(self, name: str) -> Any:
         return self.keys.lookup(name)
