@@ -1,10 +1,16 @@
 """`SlicedFunction`: what `@gpe.function` returns, and the life of a call.
 
-Each call is matched to a variant by its call key (callkey.py). A new key is sliced and
-profiled (builder.py: its first calls run eagerly with observation, their results are
-eager's), then its variant is built (variant.py) and later calls with that key run
-sliced, timed against eager for a while (adaptive.py). Anything that cannot be sliced or
-built runs eagerly, counted with its reason and warned about once (stats.py).
+A call is counted once, then goes through its phases (`_phases`): where it is made from
+(a trace, a replica thread, before its payoff), its call key (callkey.py), the key's
+variant, then for a new key profile and build (variants/builder.py: its first calls run
+eagerly with observation, their results are eager's), for a built one timing against
+eager (adaptive.py) or the sliced call. A phase that makes a variant the call can take
+(a bundle's installed, a relaxed key's, one another thread built) answers AGAIN, and the
+call goes through the phases once more. Anything that cannot be sliced or built runs
+eagerly, counted with its reason and warned about once (stats.py).
+
+Bundles and replicated steps make their variants as the builder does
+(variants.variant.assemble) and give them to the function with `install`.
 """
 from __future__ import annotations
 
@@ -39,6 +45,9 @@ __all__ = ["GpeWarning", "SlicedFunction"]
 log = logging.getLogger("gpe")
 replicated.install()  # strategy.run(a sliced function) runs one replicated call
 
+# a call phase's answer: the call goes through its phases again (SlicedFunction._phases)
+AGAIN = object()
+USER_FRAMES = 1  # _sliced's warning names the caller of __call__ (_phases between)
 WHOLE_FUNCTION_REFUSALS = frozenset({"generator", "no-source", "unsupported-function",
                                      "unsupported-statement"})
 
@@ -49,7 +58,12 @@ _tapes_empty = pywrap_tfe.TFE_Py_TapeSetIsEmpty  # TF's could_possibly_record, n
 class SlicedFunction:
     """A function run sliced. auto=True (as `gpe run` wraps every function): a function
     with no TF work, or one that cannot be sliced, becomes plain Python for good, and
-    fallbacks are logged rather than warned about."""
+    fallbacks are logged rather than warned about.
+
+    What the packages below use of it (bundles, replicated steps, variants' runtimes):
+    `fn`, `keys` and `lookup`, `assumed`, `builder`, `stats_`, `callee`, `call_key`,
+    `guarded_key` and `install` (a variant made by variants.assemble), `note` (a
+    fallback), `nested_call` and `nested_started`, `bundle_entry`/`bundle_done`."""
 
     _gpe_sliced = True  # what host.oracle classifies as Kind.SLICED_FN
     # AutoGraph calls an "artifact" of its own as it is: it does not convert gpe's code
@@ -83,9 +97,24 @@ class SlicedFunction:
             setattr(self, attr, getattr(fn, attr, None))
 
     def __call__(self, *args, **kwargs):
+        stats = self.stats_  # counted as _count does (inline: on every call's path)
+        stats.calls += 1
+        if stats.calls == stats.mark:
+            stats.checkpoint()
+        result = self._phases(args, kwargs)
+        while result is AGAIN:  # a phase made a variant it takes: through them again
+            result = self._phases(args, kwargs)
+        return result
+
+    def _count(self) -> None:
         self.stats_.calls += 1
         if self.stats_.calls == self.stats_.mark:  # now and then: for the report's later
             self.stats_.checkpoint()               # calls (stats.Stats.late)
+
+    def _phases(self, args, kwargs):
+        """One pass of a counted call: where it is made from, its key, the key's variant,
+        then profile and build (a new key), time against eager, or run sliced. AGAIN where
+        a phase made a variant the call can take (installed, relaxed, built meanwhile)."""
         if not eager_now():  # inside a graph being traced: plain TF
             return self._traced(args, kwargs)
         if self.plain:
@@ -126,7 +155,8 @@ class SlicedFunction:
         if not session.enter_call():
             self.note("in a forked child process (TF's thread pools did not survive the "
                        "fork)" if session.forked else "called while another sliced call "
-                       "was running (nested, or from another thread)")
+                       "was running (nested, or from another thread)",
+                       frames=USER_FRAMES)
             return self._eager(args, kwargs)
         failed = None
         try:
@@ -181,30 +211,21 @@ class SlicedFunction:
                 self.plain = self.cache.all_eager()
 
     def nested_call(self, variant: Variant, args, kwargs):
-        """Run `variant` inside a sliced call of another function (whose TF part runs
-        this one's); its begin() tells the caller's TF part to go on (session.nested_start)."""
-        self.stats_.calls += 1
-        if self.stats_.calls == self.stats_.mark:
-            self.stats_.checkpoint()
+        """Run `variant` inside a sliced call of another function, whose TF part runs this
+        one's. The call counts when it begins (its entry sent: `nested_started`); where its
+        entry does not fit (EntryGuardFailed: nothing was sent), the caller calls the
+        function instead, as any call, and it counts there."""
+        return variant.host_fn(*args, **kwargs)
+
+    def nested_started(self) -> None:
+        """A nested call's begin (see nested_call): counted, as one that runs sliced."""
+        self._count()
         self.stats_.graph_calls += 1
-        try:
-            return variant.host_fn(*args, **kwargs)
-        except EntryGuardFailed:
-            self.stats_.calls -= 1  # the caller runs it eagerly instead (counted there)
-            self.stats_.graph_calls -= 1
-            raise
 
     # a key without a variant ---------------------------------------------------------
     def _new_key(self, key, values, args, kwargs):
-        if self.bundled:  # once: a precompiled variant from a bundle next to the module
-            self.bundled = False
-            if from_neighbour(self):
-                self.stats_.calls -= 1
-                return self(*args, **kwargs)
-        if self.bundle_entry is not None:  # a bundled method, first called on this object
-            if method_call(self, values):
-                self.stats_.calls -= 1
-                return self(*args, **kwargs)
+        if self._bundled(values):
+            return AGAIN
         if key in self.cache.refused:
             return self._eager(args, kwargs)
         if self.cache.built and key not in self.cache.profiles:
@@ -212,14 +233,21 @@ class SlicedFunction:
             self.stats_.guard_failed(reason)
             log.info("%s: guard failed: %s", self.__qualname__, reason)
             if self.assumed.relax(values) and self.keys.key(values) in self.cache.built:
-                self.stats_.calls -= 1
-                return self(*args, **kwargs)  # the relaxed variant takes this call
+                return AGAIN  # the relaxed variant takes this call
         with self._lock:  # another thread may have built (or refused) it meanwhile
             key = self.keys.key(values)
             if self.cache.get(key) is not None or key in self.cache.refused:
-                self.stats_.calls -= 1
-                return self(*args, **kwargs)
+                return AGAIN
             return self._profile_and_build(key, dict(values), args, kwargs)
+
+    def _bundled(self, values) -> bool:
+        """Whether a bundle's variant was installed for this call: one shipped next to the
+        module (looked for once, at the first call), or a bundled method's, per object."""
+        if self.bundled:
+            self.bundled = False
+            if from_neighbour(self):
+                return True
+        return self.bundle_entry is not None and method_call(self, values)
 
     def _profile_and_build(self, key, values, args, kwargs):
         if self.cache.full:
@@ -244,18 +272,7 @@ class SlicedFunction:
         if plan is None:
             return self._eager(args, kwargs)
         if (self.auto or self.replica_step) and not any(l.place == "TF" for l in plan.lines):
-            if self.replica_step:
-                self.host_work = True  # its host part runs once per replica, where it can
-                steps = replicated.host_work_steps(self, values)
-                if steps is not None:  # (this call counts there)
-                    self.stats_.calls -= 1
-                    self.plain = True
-                    return steps(tuple(values["args"]), dict(values.get("kwargs") or {}))
-                self.note(f"strategy.run's step has host work "
-                           f"{replicated.host_work(self, values)} (it would run once, when "
-                           "traced): it runs eagerly, once per replica", warn=not self.auto)
-            self.plain = True  # no TF work: plain Python from now on
-            return self._eager(args, kwargs)
+            return self._no_tf_work(values, args, kwargs)
         sibling = self.cache.sibling(plan)
         reshaped = self.builder.reshaped(plan, values, sibling)
         if reshaped is None and sibling is not None:  # a folded number's new value
@@ -263,8 +280,7 @@ class SlicedFunction:
         if reshaped is not None:  # a tree of another shape: no eager call needed
             self._build(key, plan, values, [reshaped], sibling)
             if self.cache.get(self.keys.key(values)) is not None:
-                self.stats_.calls -= 1
-                return self(*args, **kwargs)
+                return AGAIN
         self.stats_.profile_calls += 1
         self.stats_.eager_calls += 1
         result, observed = self.builder.profile(plan, args, kwargs)
@@ -281,6 +297,22 @@ class SlicedFunction:
                 key, len(values), self.cache.built) else needed):
             self._build(key, plan, values, runs, sibling)
         return result
+
+    def _no_tf_work(self, values, args, kwargs):
+        """A plan with no TF work: plain Python from now on. A replicated call's step
+        (see distribution/replicated.py) runs its host part once per replica, where it
+        can: this call then runs so."""
+        if self.replica_step:
+            self.host_work = True
+            steps = replicated.host_work_steps(self, values)
+            if steps is not None:
+                self.plain = True
+                return steps.run(tuple(values["args"]), dict(values.get("kwargs") or {}))
+            self.note(f"strategy.run's step has host work "
+                       f"{replicated.host_work(self, values)} (it would run once, when "
+                       "traced): it runs eagerly, once per replica", warn=not self.auto)
+        self.plain = True
+        return self._eager(args, kwargs)
 
     def _plan(self, values) -> SlicePlan:
         started = time.perf_counter()
@@ -362,9 +394,11 @@ class SlicedFunction:
         self.cache.refused[key] = reason
         self.note(reason)
 
-    def note(self, reason: str, warn: bool = True) -> None:
-        """Count a fallback for `reason`, warned about once (`warn`; logged where auto)."""
-        self.stats_.fallback(self.__qualname__, reason, warn and not self.auto)
+    def note(self, reason: str, warn: bool = True, frames: int = 0) -> None:
+        """Count a fallback for `reason`, warned about once (`warn`; logged where auto);
+        the warning names the code `frames` callers further out than its default."""
+        self.stats_.fallback(self.__qualname__, reason, warn and not self.auto,
+                             stacklevel=5 + frames)
 
     # introspection -------------------------------------------------------------------
     @property

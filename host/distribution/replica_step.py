@@ -126,8 +126,13 @@ class HostWorkSteps:
         return args if self.obj is None else (self.obj, *args)
 
     def __call__(self, args, kwargs):
+        self.stats.calls += 1
+        return self.run(args, kwargs)
+
+    def run(self, args, kwargs):
+        """strategy.run(step) for a call counted already (as the replicated call that
+        found the step's host work is)."""
         sliced, stats = self.sliced, self.stats
-        stats.calls += 1
         local = len(self.strategy.extended.worker_devices)
         if self.refused is None:
             try:

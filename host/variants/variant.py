@@ -176,6 +176,8 @@ class Variants:
         self.refused: dict[tuple, str] = {}    # key -> why it runs eagerly
         self.retired: dict[tuple, int] = {}    # key -> variants dropped after a fallback
         self.plans: dict[tuple, SlicePlan] = {}  # key -> its plan, while it is profiled
+        # get(key): the variant of a key, or None (the dict's own: on every call's path)
+        self.get: Callable[[tuple], Variant | None] = self.built.get
 
     def pooled(self, key: tuple, plan: SlicePlan) -> list:
         """Profile runs of other keys with the same plan (trees of other shapes: see
@@ -183,9 +185,6 @@ class Variants:
         self.plans[key] = plan
         return [run for other, runs in self.profiles.items() if other != key
                 and self.plans.get(other) == plan for run in runs]
-
-    def get(self, key: tuple) -> Variant | None:
-        return self.built.get(key)
 
     def add(self, key: tuple, variant: Variant) -> None:
         self.built[key] = variant
