@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from ..facts import oracle, signature
 from .loader import load
-from ..speculation.speculation import NotObserved, channel_specs, stable_entry_values
+from ..speculation.speculation import Assumptions, NotObserved, channel_specs, stable_entry_values
 from .variant import Crossings, Variant, assemble, callee_variant
 from ...slicer import Refusal, SlicePlan, callees, slice_function
 from ...slicer.plan import ChannelKind
@@ -213,7 +213,7 @@ def _never_iterated(plan: SlicePlan, runs: list) -> set:
     return {n for c in channels for n in c.names}
 
 
-def crossings(plan: SlicePlan, runs: list, assumed, sibling: Variant | None = None
+def crossings(plan: SlicePlan, runs: list, assumed: Assumptions, sibling: Variant | None = None
               ) -> Crossings:
     """What the profile `runs` say a variant of `plan` carries across, under what is
     `assumed` of the arguments (a sibling's folded values stay folded). Raises Unsendable,
