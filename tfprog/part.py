@@ -27,7 +27,7 @@ from .hostvalue import HostValue, Speculated, python_leaf_spec
 from . import asserts, losses, randomness
 from .failing import can_fail
 
-_RESOURCE = tf.TensorSpec([], tf.resource)
+RESOURCE = tf.TensorSpec([], tf.resource)
 _PY_NUMBERS = frozenset({"bool", "int", "float"})  # host values that come back as sent
 
 
@@ -92,7 +92,7 @@ class Part:
         return flag + [s.dtype for s in self.specs[index]] + seeds
 
 
-class _TraceRuntime:
+class TraceRuntime:
     """What the TF program calls as `_gpe_rt` while it is traced."""
     read_variable = staticmethod(read_variable)  # (slicer/hoist.py: _read_value)
 
@@ -466,8 +466,8 @@ def build_part(plan: SlicePlan, tf_factory: Callable[..., Callable], bound: dict
                 seeds=seeds, losses=runtime.losses.events if runtime.losses.added else [])
 
 
-def _trace(plan, tf_factory, bound, specs, layouts, folded, nested, seeds) -> _TraceRuntime:
-    runtime = _TraceRuntime(plan, dict(specs), layouts, folded, nested, seeds)
+def _trace(plan, tf_factory, bound, specs, layouts, folded, nested, seeds) -> TraceRuntime:
+    runtime = TraceRuntime(plan, dict(specs), layouts, folded, nested, seeds)
     program = tf_factory(runtime, bound)
 
     def traced(*queues):
@@ -475,7 +475,7 @@ def _trace(plan, tf_factory, bound, specs, layouts, folded, nested, seeds) -> _T
         return program(queues)
 
     traced.__name__ = f"gpe_{plan.name}"
-    signature = [_RESOURCE] * (len(plan.channels) + sum(
+    signature = [RESOURCE] * (len(plan.channels) + sum(
         p.queue_count for p in nested if p is not None))
     try:
         with exact_arithmetic(), asserts.intercept(runtime.uid), \

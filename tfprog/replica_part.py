@@ -34,14 +34,14 @@ from ..slicer.plan import Channel, ChannelKind, SlicePlan
 from . import asserts, losses, randomness
 from .channels import unflatten
 from .exact import exact_arithmetic
-from .part import Part, PartError, _RESOURCE, _TraceRuntime
+from .part import Part, PartError, RESOURCE, TraceRuntime
 
 CANCELLED = "gpe: the host left this replicated call"
 
 __all__ = ["CANCELLED", "build_replica_part"]
 
 
-class _ReplicaTrace(_TraceRuntime):
+class _ReplicaTrace(TraceRuntime):
     """The trace runtime, shared by the replica threads TensorFlow traces the program in
     (they run one at a time); it notes each replica's last gate and its merge_calls."""
 
@@ -141,7 +141,7 @@ def build_replica_part(plan: SlicePlan, tf_factory, bound: dict, specs: dict, la
         with exact_arithmetic(), asserts.intercept(runtime.uid), \
                 randomness.recording(runtime.random), _noting_merges(runtime), \
                 losses.recording(losses.Recorder()) as added:
-            concrete = tf.function(traced, input_signature=[_RESOURCE] * (n * replicas),
+            concrete = tf.function(traced, input_signature=[RESOURCE] * (n * replicas),
                                    autograph=False).get_concrete_function()
         runtime.random.finish()
     except PartError:

@@ -30,11 +30,9 @@ from tensorflow.python.eager.polymorphic_function import atomic_function
 from tensorflow.python.framework import ops
 
 from .bundle_export import module_hash, synthetic
-from ..variants.stubs import Runtime
-from ..variants.loader import load
 from ..facts.signature import resolve
 from ..diagnostics.stats import GpeWarning
-from ..variants.variant import Variant
+from ..variants.variant import Crossings, Variant, assemble
 from ...tfprog import bundle_codec as codec, sink_template
 from ...tfprog.exact import exact_arithmetic
 from ...tfprog.bundle import Bundle, BundleError, read, reachable
@@ -190,10 +188,9 @@ def install(sliced, bundle: Bundle, name: str, instance: Any = None) -> Variant 
         raise BundleError(bundle.path, "corrupted", f"{name}: bad index entry: "
                           f"{type(exc).__name__}: {exc}") from None
     claim(bundle, name)
-    fn = sliced.fn
-    plan = dataclasses.replace(plan, filename=fn.__code__.co_filename)
+    plan = dataclasses.replace(plan, filename=sliced.fn.__code__.co_filename)
     captured, variables = _bind(bundle, name, entry["captured"], instance)
-    params = list(sliced.keys.signature.parameters)
+    params = list(sliced.__signature__.parameters)
     values: dict[str, Any] = {}
     if entry.get("method"):
         values[params.pop(0)] = instance
@@ -208,17 +205,13 @@ def install(sliced, bundle: Bundle, name: str, instance: Any = None) -> Variant 
     part = Part(plan=plan, function=function, specs=specs, layouts=layouts,
                 waits=frozenset(entry["part"]["waits"]), uid=int(entry["part"]["uid"]),
                 nested=[])
-    variant = Variant(sliced, plan, {}, values, sliced.adaptive)
-    variant.part = part
-    variant.host_fn = load(plan.host_source, tree, fn,
-                           {"_gpe_rt": Runtime(variant, sliced.callee)})
-    key = sliced.keys.add_guards(plan.captures, values)
+    variant = assemble(sliced, plan, values, Crossings(specs, layouts), lambda _: part,
+                       host=(plan.host_source, tree), adaptive=sliced.adaptive)
+    key = sliced.guarded_key(plan.captures, values)
     if not _guards_hold(bundle, sliced, entry["guards"], values):
         return None
-    sliced.cache.add(key, variant)
-    sliced.stats_.variants += 1
-    sliced.stats_.built.append(", ".join(f"{s['name']}: {s['dtype']}{tuple(s['shape'])}"
-                                         for s in entry["signature"]) + " (from bundle)")
+    sliced.install(key, variant, ", ".join(f"{s['name']}: {s['dtype']}{tuple(s['shape'])}"
+                                           for s in entry["signature"]) + " (from bundle)")
     return variant
 
 
@@ -244,7 +237,7 @@ _adopted: set[str] = set()
 
 def _guards_hold(bundle: Bundle, sliced, guards: list, values: dict) -> bool:
     for guard in guards:
-        obj = resolve(guard["path"], values, sliced.keys.lookup)
+        obj = resolve(guard["path"], values, sliced.lookup)
         if guard["kind"] == "number":
             if type(obj).__name__ != guard["type"] or obj != guard["value"]:
                 log.info("%s: %s is %r, the bundle holds %r; sliced from source",

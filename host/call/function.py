@@ -1,18 +1,21 @@
 """`SlicedFunction`: what `@gpe.function` returns, and the life of a call.
 
-Each call is matched to a variant by its call key (callkey.py). A new key is sliced and
-profiled (builder.py: its first calls run eagerly with observation, their results are
-eager's), then its variant is built (variant.py) and later calls with that key run
-sliced, timed against eager for a while (adaptive.py). Anything that cannot be sliced or
-built runs eagerly, counted with its reason and warned about once (stats.py).
+A call is counted once, then goes through its phases (`_phases`): where it is made from
+(a trace, a replica thread, before its payoff), its call key (callkey.py), the key's
+variant, then for a new key profile and build (variants/builder.py: its first calls run
+eagerly with observation, their results are eager's), for a built one timing against
+eager (adaptive.py) or the sliced call. A phase that makes a variant the call can take
+(a bundle's installed, a relaxed key's, one another thread built) answers AGAIN, and the
+call goes through the phases once more. Anything that cannot be sliced or built runs
+eagerly, counted with its reason and warned about once (stats.py).
+
+Bundles and replicated steps make their variants as the builder does
+(variants.variant.assemble) and give them to the function with `install`.
 """
 from __future__ import annotations
 
-import importlib
-import inspect
 import logging
 import pickle
-import sys
 import threading
 import time
 import types
@@ -28,6 +31,7 @@ from ..variants.builder import Builder, NotBuilt
 from ..distribution.distribute import in_replica_context
 from ..distribution import replicated
 from ..variants.stubs import EntryGuardFailed, eager_now
+from .bound import BoundSliced, resolve
 from .callkey import CallKeys
 from ..facts.oracle import keras_layer_class
 from ..speculation.payoff import COSTS, Building, Payoff, progress
@@ -41,6 +45,9 @@ __all__ = ["GpeWarning", "SlicedFunction"]
 log = logging.getLogger("gpe")
 replicated.install()  # strategy.run(a sliced function) runs one replicated call
 
+# a call phase's answer: the call goes through its phases again (SlicedFunction._phases)
+AGAIN = object()
+USER_FRAMES = 1  # _sliced's warning names the caller of __call__ (_phases between)
 WHOLE_FUNCTION_REFUSALS = frozenset({"generator", "no-source", "unsupported-function",
                                      "unsupported-statement"})
 
@@ -51,7 +58,12 @@ _tapes_empty = pywrap_tfe.TFE_Py_TapeSetIsEmpty  # TF's could_possibly_record, n
 class SlicedFunction:
     """A function run sliced. auto=True (as `gpe run` wraps every function): a function
     with no TF work, or one that cannot be sliced, becomes plain Python for good, and
-    fallbacks are logged rather than warned about."""
+    fallbacks are logged rather than warned about.
+
+    What the packages below use of it (bundles, replicated steps, variants' runtimes):
+    `fn`, `keys` and `lookup`, `assumed`, `builder`, `stats_`, `callee`, `call_key`,
+    `guarded_key` and `install` (a variant made by variants.assemble), `note` (a
+    fallback), `nested_call` and `nested_started`, `bundle_entry`/`bundle_done`."""
 
     _gpe_sliced = True  # what host.oracle classifies as Kind.SLICED_FN
     # AutoGraph calls an "artifact" of its own as it is: it does not convert gpe's code
@@ -85,9 +97,24 @@ class SlicedFunction:
             setattr(self, attr, getattr(fn, attr, None))
 
     def __call__(self, *args, **kwargs):
+        stats = self.stats_  # counted as _count does (inline: on every call's path)
+        stats.calls += 1
+        if stats.calls == stats.mark:
+            stats.checkpoint()
+        result = self._phases(args, kwargs)
+        while result is AGAIN:  # a phase made a variant it takes: through them again
+            result = self._phases(args, kwargs)
+        return result
+
+    def _count(self) -> None:
         self.stats_.calls += 1
         if self.stats_.calls == self.stats_.mark:  # now and then: for the report's later
             self.stats_.checkpoint()               # calls (stats.Stats.late)
+
+    def _phases(self, args, kwargs):
+        """One pass of a counted call: where it is made from, its key, the key's variant,
+        then profile and build (a new key), time against eager, or run sliced. AGAIN where
+        a phase made a variant the call can take (installed, relaxed, built meanwhile)."""
         if not eager_now():  # inside a graph being traced: plain TF
             return self._traced(args, kwargs)
         if self.plain:
@@ -112,7 +139,7 @@ class SlicedFunction:
             # profile calls run eagerly: a tape sees their ops
             return self._new_key(key, values, args, kwargs)
         if not _tapes_empty():  # a tape watches: it must see this call's ops
-            self._note("called while a GradientTape is recording", warn=False)
+            self.note("called while a GradientTape is recording", warn=False)
             return self._eager(args, kwargs)
         if not variant.timer.steady:  # still timed against eager, or runs eagerly
             if variant.eager_faster:
@@ -126,9 +153,10 @@ class SlicedFunction:
     def _sliced(self, key, variant: Variant, start: float, args, kwargs):
         session = variant.session
         if not session.enter_call():
-            self._note("in a forked child process (TF's thread pools did not survive the "
+            self.note("in a forked child process (TF's thread pools did not survive the "
                        "fork)" if session.forked else "called while another sliced call "
-                       "was running (nested, or from another thread)")
+                       "was running (nested, or from another thread)",
+                       frames=USER_FRAMES)
             return self._eager(args, kwargs)
         failed = None
         try:
@@ -169,7 +197,7 @@ class SlicedFunction:
             self.assumed.unfold(failed.name)
             self.cache.forget(key)
         else:
-            self._note(str(failed))
+            self.note(str(failed))
 
     def _timed_eager(self, variant: Variant, start: float, args, kwargs):
         self.stats_.timed_calls += 1
@@ -179,34 +207,25 @@ class SlicedFunction:
             verdict = variant.timer.eager_call(start)
             if verdict is not None:  # this call is counted with the verdict's note
                 self.stats_.timed_calls -= 1
-                self._note(verdict, warn=False)  # a choice for speed, not a failure
+                self.note(verdict, warn=False)  # a choice for speed, not a failure
                 self.plain = self.cache.all_eager()
 
     def nested_call(self, variant: Variant, args, kwargs):
-        """Run `variant` inside a sliced call of another function (whose TF part runs
-        this one's); its begin() tells the caller's TF part to go on (session.nested_start)."""
-        self.stats_.calls += 1
-        if self.stats_.calls == self.stats_.mark:
-            self.stats_.checkpoint()
+        """Run `variant` inside a sliced call of another function, whose TF part runs this
+        one's. The call counts when it begins (its entry sent: `nested_started`); where its
+        entry does not fit (EntryGuardFailed: nothing was sent), the caller calls the
+        function instead, as any call, and it counts there."""
+        return variant.host_fn(*args, **kwargs)
+
+    def nested_started(self) -> None:
+        """A nested call's begin (see nested_call): counted, as one that runs sliced."""
+        self._count()
         self.stats_.graph_calls += 1
-        try:
-            return variant.host_fn(*args, **kwargs)
-        except EntryGuardFailed:
-            self.stats_.calls -= 1  # the caller runs it eagerly instead (counted there)
-            self.stats_.graph_calls -= 1
-            raise
 
     # a key without a variant ---------------------------------------------------------
     def _new_key(self, key, values, args, kwargs):
-        if self.bundled:  # once: a precompiled variant from a bundle next to the module
-            self.bundled = False
-            if from_neighbour(self):
-                self.stats_.calls -= 1
-                return self(*args, **kwargs)
-        if self.bundle_entry is not None:  # a bundled method, first called on this object
-            if method_call(self, values):
-                self.stats_.calls -= 1
-                return self(*args, **kwargs)
+        if self._bundled(values):
+            return AGAIN
         if key in self.cache.refused:
             return self._eager(args, kwargs)
         if self.cache.built and key not in self.cache.profiles:
@@ -214,14 +233,21 @@ class SlicedFunction:
             self.stats_.guard_failed(reason)
             log.info("%s: guard failed: %s", self.__qualname__, reason)
             if self.assumed.relax(values) and self.keys.key(values) in self.cache.built:
-                self.stats_.calls -= 1
-                return self(*args, **kwargs)  # the relaxed variant takes this call
+                return AGAIN  # the relaxed variant takes this call
         with self._lock:  # another thread may have built (or refused) it meanwhile
             key = self.keys.key(values)
             if self.cache.get(key) is not None or key in self.cache.refused:
-                self.stats_.calls -= 1
-                return self(*args, **kwargs)
+                return AGAIN
             return self._profile_and_build(key, dict(values), args, kwargs)
+
+    def _bundled(self, values) -> bool:
+        """Whether a bundle's variant was installed for this call: one shipped next to the
+        module (looked for once, at the first call), or a bundled method's, per object."""
+        if self.bundled:
+            self.bundled = False
+            if from_neighbour(self):
+                return True
+        return self.bundle_entry is not None and method_call(self, values)
 
     def _profile_and_build(self, key, values, args, kwargs):
         if self.cache.full:
@@ -246,18 +272,7 @@ class SlicedFunction:
         if plan is None:
             return self._eager(args, kwargs)
         if (self.auto or self.replica_step) and not any(l.place == "TF" for l in plan.lines):
-            if self.replica_step:
-                self.host_work = True  # its host part runs once per replica, where it can
-                steps = replicated.host_work_steps(self, values)
-                if steps is not None:  # (this call counts there)
-                    self.stats_.calls -= 1
-                    self.plain = True
-                    return steps(tuple(values["args"]), dict(values.get("kwargs") or {}))
-                self._note(f"strategy.run's step has host work "
-                           f"{replicated.host_work(self, values)} (it would run once, when "
-                           "traced): it runs eagerly, once per replica", warn=not self.auto)
-            self.plain = True  # no TF work: plain Python from now on
-            return self._eager(args, kwargs)
+            return self._no_tf_work(values, args, kwargs)
         sibling = self.cache.sibling(plan)
         reshaped = self.builder.reshaped(plan, values, sibling)
         if reshaped is None and sibling is not None:  # a folded number's new value
@@ -265,8 +280,7 @@ class SlicedFunction:
         if reshaped is not None:  # a tree of another shape: no eager call needed
             self._build(key, plan, values, [reshaped], sibling)
             if self.cache.get(self.keys.key(values)) is not None:
-                self.stats_.calls -= 1
-                return self(*args, **kwargs)
+                return AGAIN
         self.stats_.profile_calls += 1
         self.stats_.eager_calls += 1
         result, observed = self.builder.profile(plan, args, kwargs)
@@ -283,6 +297,22 @@ class SlicedFunction:
                 key, len(values), self.cache.built) else needed):
             self._build(key, plan, values, runs, sibling)
         return result
+
+    def _no_tf_work(self, values, args, kwargs):
+        """A plan with no TF work: plain Python from now on. A replicated call's step
+        (see distribution/replicated.py) runs its host part once per replica, where it
+        can: this call then runs so."""
+        if self.replica_step:
+            self.host_work = True
+            steps = replicated.host_work_steps(self, values)
+            if steps is not None:
+                self.plain = True
+                return steps.run(tuple(values["args"]), dict(values.get("kwargs") or {}))
+            self.note(f"strategy.run's step has host work "
+                       f"{replicated.host_work(self, values)} (it would run once, when "
+                       "traced): it runs eagerly, once per replica", warn=not self.auto)
+        self.plain = True
+        return self._eager(args, kwargs)
 
     def _plan(self, values) -> SlicePlan:
         started = time.perf_counter()
@@ -319,19 +349,32 @@ class SlicedFunction:
             COSTS.add(seconds, True, self.payoff.call_s(), self._plan_s)
             progress("slicing and building", self.__qualname__, self.where,
                      self._plan_s + seconds)
-        self.cache.add(self.keys.add_guards(plan.captures, values, plan.tests), variant)
-        self.stats_.variants += 1
+        key = self.guarded_key(plan.captures, values, plan.tests)
         described = self.assumed.describe(values)
-        self.stats_.built.append(", ".join(
+        self.install(key, variant, ", ".join(
             [f"{n}: {text(e)}" for n, e in zip(values, described)]
             + [f"{name} = {value!r}" for name, _, value in variant.folded]))
+
+    # what bundles and replicated steps build variants through -----------------------
+    def guarded_key(self, captures: tuple, values: dict, tests: tuple = ()) -> tuple:
+        """The key a variant that captured `captures` is stored under, for the call of
+        `values`; its captures are guarded from now on (callkey.CallKeys.add_guards)."""
+        return self.keys.add_guards(captures, values, tests)
+
+    def install(self, key: tuple | None, variant: Variant, built: str) -> None:
+        """Take `variant` (made by variants.assemble) for the calls of `key` (None: its
+        maker runs it, a replicated step), `built` describing it in the statistics."""
+        if key is not None:
+            self.cache.add(key, variant)
+        self.stats_.variants += 1
+        self.stats_.built.append(built)
 
     def _replica(self, args, kwargs):
         """A call from inside `strategy.run` (MirroredStrategy runs each replica in a
         thread of its own, and they meet at every cross-replica step, `merge_call`): run
         eagerly, never waiting on another replica's call (profiling holds a lock).
         `strategy.run(this)` itself does not come here (host/distribution/replicated.py)."""
-        self._note("called in a tf.distribute replica context (inside strategy.run, from "
+        self.note("called in a tf.distribute replica context (inside strategy.run, from "
                    "a function that is not sliced)", warn=False)
         return self._eager(args, kwargs)
 
@@ -349,10 +392,13 @@ class SlicedFunction:
 
     def _refuse(self, key, reason: str) -> None:
         self.cache.refused[key] = reason
-        self._note(reason)
+        self.note(reason)
 
-    def _note(self, reason: str, warn: bool = True) -> None:
-        self.stats_.fallback(self.__qualname__, reason, warn and not self.auto)
+    def note(self, reason: str, warn: bool = True, frames: int = 0) -> None:
+        """Count a fallback for `reason`, warned about once (`warn`; logged where auto);
+        the warning names the code `frames` callers further out than its default."""
+        self.stats_.fallback(self.__qualname__, reason, warn and not self.auto,
+                             stacklevel=5 + frames)
 
     # introspection -------------------------------------------------------------------
     @property
@@ -371,6 +417,10 @@ class SlicedFunction:
     def key_for(self, args: tuple, kwargs: dict) -> tuple | None:
         return self.keys.key_for(args, kwargs)
 
+    def call_key(self, args: tuple, kwargs: dict) -> tuple:
+        """The key of these arguments (TypeError where they do not bind)."""
+        return self.keys.key(self.keys.values(args, kwargs))
+
     def lookup(self, name: str) -> Any:
         return self.keys.lookup(name)
 
@@ -387,65 +437,17 @@ class SlicedFunction:
             return self
         if self.auto and self.__name__ == "__call__" and keras_layer_class(type(obj)):
             return types.MethodType(self.fn, obj)  # Keras's __call__ machinery: as Python
-        return _BoundSliced(self, obj)
+        return BoundSliced(self, obj)
 
     def __reduce__(self):
         """Pickled as functions are, by module and qualified name (multiprocessing sends a
         script's functions so): the name resolves to this wrapper where the module is loaded
         as `gpe run` loads it (a forked child), else to the plain function."""
-        if _resolve(self.__module__, self.__qualname__) is not self:
+        if resolve(self.__module__, self.__qualname__) is not self:
             raise pickle.PicklingError(
                 f"Can't pickle {self.fn!r}: it's not found as {self.__module__}."
                 f"{self.__qualname__}")
-        return _resolve, (self.__module__, self.__qualname__)
-
-
-class _BoundSliced:
-    """A sliced method bound to an instance (the instance is an ordinary host argument)."""
-
-    _gpe_sliced = True
-    autograph_info__: dict = {}  # see SlicedFunction
-
-    def __init__(self, sliced: SlicedFunction, obj):
-        self._sliced, self._obj = sliced, obj
-        for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
-            setattr(self, attr, getattr(sliced, attr, None))
-
-    def __repr__(self) -> str:
-        return f"<gpe sliced method {self.__qualname__} of {self._obj!r}>"
-
-    @property
-    def __self__(self):  # as a bound method's (the slicer's callee analysis reads them)
-        return self._obj
-
-    @property
-    def __func__(self) -> SlicedFunction:
-        return self._sliced
-
-    @property
-    def __signature__(self) -> inspect.Signature:  # as a bound method's (Keras reads it)
-        params = list(self._sliced.keys.signature.parameters.values())
-        return self._sliced.keys.signature.replace(parameters=params[1:])
-
-    def __call__(self, *args, **kwargs):
-        return self._sliced(self._obj, *args, **kwargs)
-
-    def stats(self):
-        return self._sliced.stats()
-
-    def __reduce__(self):  # as a bound method: the instance and the method's name
-        return getattr, (self._obj, self._sliced.__name__)
-
-
-def _resolve(module: str, qualname: str) -> Any:
-    """The object named `module.qualname` (None where there is none)."""
-    try:
-        obj = sys.modules.get(module) or importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError, TypeError, ValueError):
-        return None
-    return obj
+        return resolve, (self.__module__, self.__qualname__)
 
 
 _wrappers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -456,7 +458,7 @@ def callee(fn, args) -> tuple:
     sliced function, a sliced method bound to an object, or a plain function of the user's
     (wrapped once, as `gpe run` wraps functions: plain Python after one call if it has no
     TF work)."""
-    if isinstance(fn, _BoundSliced):
+    if isinstance(fn, BoundSliced):
         return fn._sliced, (fn._obj,) + tuple(args)
     if isinstance(fn, SlicedFunction):
         return fn, tuple(args)

@@ -71,7 +71,7 @@ class Stats:
     def guard_failed(self, reason: str) -> None:
         self.guard_failures[reason] = self.guard_failures.get(reason, 0) + 1
 
-    def fallback(self, qualname: str, reason: str, warn: bool) -> None:
+    def fallback(self, qualname: str, reason: str, warn: bool, stacklevel: int = 5) -> None:
         """Count a fallback; warn once per reason (`warn`), else log it."""
         self.fallbacks[reason] = self.fallbacks.get(reason, 0) + 1
         if not warn:
@@ -79,4 +79,4 @@ class Stats:
         elif reason not in self.warned:
             self.warned.add(reason)
             warnings.warn(f"gpe: {qualname} runs eagerly: {reason}", GpeWarning,
-                          stacklevel=5)
+                          stacklevel=stacklevel)

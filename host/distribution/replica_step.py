@@ -34,13 +34,11 @@ from tensorflow.python.distribute import distribute_utils
 from tensorflow.python.distribute import values as dist_values
 
 from ..variants.stubs import CallContext, EntryGuardFailed, Runtime, to_components
-from ..variants.builder import NotBuilt, _host_values_only
-from ..variants.loader import load
-from ..speculation.speculation import channel_specs, stable_entry_values
-from ..variants.variant import Variant
+from ..variants.builder import NotBuilt, crossings
+from ..variants.variant import Crossings, assemble, bound
 from ...slicer import Refusal
 from ...slicer.plan import ChannelKind
-from ...tfprog.part import PartError
+from ...tfprog.part import Part, PartError
 from ...tfprog.replica_part import build_replica_part
 
 PROFILE_CALLS = 3
@@ -90,21 +88,27 @@ class _ReplicaContext(CallContext):
             tf.distribute.get_replica_context().merge_call(_no_merge)
 
 
-class _ReplicaVariant(Variant):
-    def build_replicas(self, specs, layouts, folded, strategy, replicas: int) -> None:
-        fn = self.owner.fn
-        factory = lambda rt, k: load(None, self.plan.tf, fn,  # noqa: E731
-                                     {"_gpe_rt": rt, "_gpe_k": k}, signature=False)
-        self.folded = list(folded.values())
-        traced = build_replica_part(self.plan, factory, self.bound, specs, layouts,
-                                    {pos: value for pos, (_, _, value) in folded.items()},
-                                    strategy, replicas)
-        self.part = traced.part
-        batons: dict = {}
+class _ReplicaParts:
+    """What `assemble` makes a per-replica step's variant with: one TF part for every
+    local replica, traced under the strategy, and a host program per replica, each
+    handing over at the merge_calls its TF program makes (see the module doc)."""
+
+    def __init__(self, values: dict, seen: Crossings, strategy, replicas: int):
+        self.values, self.seen, self.strategy, self.replicas = values, seen, strategy, replicas
+        self.batons: dict = {}  # gate (None: before any) -> merge_calls the TF part makes
+
+    def tf_part(self, variant) -> Part:
+        seen = self.seen
+        traced = build_replica_part(variant.plan, variant.tf_factory(),
+                                    bound(variant.plan, self.values), seen.specs,
+                                    seen.layouts, seen.constants, self.strategy, self.replicas)
         for gate in traced.merges:
-            batons[gate] = batons.get(gate, 0) + 1
-        self.host_fns = [load(None, self.plan.host, fn, {"_gpe_rt": _ReplicaRuntime(
-            self, self.owner.callee, r, batons)}) for r in range(replicas)]
+            self.batons[gate] = self.batons.get(gate, 0) + 1
+        return traced.part
+
+    def runtimes(self, variant) -> list:
+        return [_ReplicaRuntime(variant, variant.owner.callee, r, self.batons)
+                for r in range(self.replicas)]
 
 
 class HostWorkSteps:
@@ -113,6 +117,7 @@ class HostWorkSteps:
 
     def __init__(self, strategy, sliced, obj, original):
         self.strategy, self.sliced, self.obj, self.original = strategy, sliced, obj, original
+        self.stats = sliced.stats_  # the step's own statistics count these calls
         self.runs: list = []
         self.key = self.plan = self.variant = None
         self.refused: str | None = None
@@ -121,15 +126,19 @@ class HostWorkSteps:
         return args if self.obj is None else (self.obj, *args)
 
     def __call__(self, args, kwargs):
-        sliced, stats = self.sliced, self.sliced.stats_
-        stats.calls += 1
+        self.stats.calls += 1
+        return self.run(args, kwargs)
+
+    def run(self, args, kwargs):
+        """strategy.run(step) for a call counted already (as the replicated call that
+        found the step's host work is)."""
+        sliced, stats = self.sliced, self.stats
         local = len(self.strategy.extended.worker_devices)
         if self.refused is None:
             try:
                 per = [distribute_utils.select_replica(r, (tuple(args), dict(kwargs)))
                        for r in range(local)]
-                keys = {sliced.keys.key(sliced.keys.values(self._all_args(a), k))
-                        for a, k in per}
+                keys = {sliced.call_key(self._all_args(a), k) for a, k in per}
             except Exception as exc:  # noqa: BLE001 (arguments it cannot key)
                 keys, self.refused = set(), f"its arguments: {exc}"
             if self.refused is None and len(keys) == 1 and (self.key is None
@@ -152,7 +161,7 @@ class HostWorkSteps:
         return self.sliced.fn(*self._all_args(args), **kwargs)
 
     def _profile(self, per, args, kwargs, local: int):
-        sliced, stats = self.sliced, self.sliced.stats_
+        sliced, stats = self.sliced, self.stats
         values = sliced.keys.values(self._all_args(per[0][0]), per[0][1])
         try:
             self.plan = plan = sliced.builder.plan(values)
@@ -182,33 +191,29 @@ class HostWorkSteps:
         return result
 
     def _build(self, values, local: int) -> None:
-        sliced, plan, runs = self.sliced, self.plan, self.runs
+        sliced, plan = self.sliced, self.plan
         try:
-            specs, layouts = channel_specs(plan, runs, sliced.assumed.relaxed)
-            _host_values_only(plan, runs)
-            folded = stable_entry_values(plan, runs, layouts, sliced.assumed.unfolded, ())
-            variant = _ReplicaVariant(sliced, plan, {n: values[n] for n in plan.bound},
-                                      values, adaptive=False)
-            variant.build_replicas(specs, layouts, folded, self.strategy, local)
+            parts = _ReplicaParts(values, crossings(plan, self.runs, sliced.assumed),
+                                  self.strategy, local)
+            variant = assemble(sliced, plan, values, parts.seen, parts.tf_part,
+                               runtimes=parts.runtimes, adaptive=False)
         except (PartError, Refusal, NotBuilt, Exception) as exc:  # noqa: BLE001 (its reason)
             self.refused = f"{exc}"
-            sliced._note(f"strategy.run's step with host work {host_lines(plan)} is not "
-                         f"sliced per replica: {exc}", warn=not sliced.auto)
+            sliced.note(f"strategy.run's step with host work {host_lines(plan)} is not "
+                        f"sliced per replica: {exc}")
             return
         self.variant = variant
-        sliced.stats_.variants += 1
-        sliced.stats_.built.append("per replica: " + ", ".join(
-            f"{n}" for n in values))
+        sliced.install(None, variant, "per replica: " + ", ".join(f"{n}" for n in values))
 
     def _refuse(self, reason: str, args, kwargs):
         self.refused = reason
-        self.sliced._note(f"strategy.run's step with host work is not sliced per replica: "
-                          f"{reason}", warn=not self.sliced.auto)
-        self.sliced.stats_.eager_calls += 1
+        self.sliced.note(f"strategy.run's step with host work is not sliced per replica: "
+                         f"{reason}")
+        self.stats.eager_calls += 1
         return self.original(self.strategy, self._plain, args, kwargs)
 
     def _sliced(self, per, args, kwargs):
-        variant, stats = self.variant, self.sliced.stats_
+        variant, stats = self.variant, self.stats
         session = variant.session
         if not session.enter_call():
             stats.eager_calls += 1

@@ -104,8 +104,8 @@ def _replicated(strategy, fn, args, kwargs, per_replica: bool = False):
     (`per_replica`: under MirroredStrategy or MultiWorkerMirroredStrategy) runs its host
     part once per replica beside one replicated TF part (host/distribution/replica_step.py)."""
     if executing_eagerly() and getattr(type(fn), "_gpe_sliced", False):
-        bound = hasattr(fn, "_obj")  # a sliced method bound to an object
-        sliced, obj = (fn._sliced, fn._obj) if bound else (fn, None)
+        bound = hasattr(fn, "__func__")  # a sliced method bound to an object
+        sliced, obj = (fn.__func__, fn.__self__) if bound else (fn, None)
         if not sliced.plain:
             entry = _entry(strategy, sliced, obj)
             if per_replica and (getattr(entry[1], "host_work", False)

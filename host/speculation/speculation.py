@@ -186,8 +186,8 @@ def guard_value(obj) -> Any:
         return (type(obj).__name__, obj)
     if inspect.ismethod(obj):  # made anew on each access: its object and function
         return ("method", id(obj.__self__), id(obj.__func__))
-    if getattr(type(obj), "_gpe_sliced", False) and hasattr(obj, "_obj"):
-        return ("method", id(obj._obj), id(obj._sliced))  # a sliced method, bound
+    if getattr(type(obj), "_gpe_sliced", False) and hasattr(obj, "__func__"):
+        return ("method", id(obj.__self__), id(obj.__func__))  # a sliced method, bound
     if type(obj) in (list, tuple) and len(obj) <= MAX_ITEMS_GUARDED:
         # a list of variables on an object (`model.variables`): what the TF part reads
         # is its elements (the list may be the same object with other contents)

@@ -2,8 +2,9 @@
 
 `Builder` (one per SlicedFunction) slices the function for a call's arguments (plans are
 shared by keys that differ only in tensor shapes), runs the profile program eagerly with
-observation points, and builds a variant from the profile runs: channel specs, folded
-constants, the TF part and the host program.
+observation points, and builds a variant from the profile runs: what crosses (`crossings`:
+channel specs, folded constants, as a replicated step's build reads them too), then the
+TF part and the host program (variant.assemble).
 """
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import tensorflow as tf
 
 from ..facts import oracle, signature
 from .loader import load
-from ..speculation.speculation import NotObserved, channel_specs, stable_entry_values
-from .variant import Variant, callee_variant
+from ..speculation.speculation import Assumptions, NotObserved, channel_specs, stable_entry_values
+from .variant import Crossings, Variant, assemble, callee_variant
 from ...slicer import Refusal, SlicePlan, callees, slice_function
 from ...slicer.plan import ChannelKind
 from ...tfprog.channels import Unsendable, read_variable, spec_of, structure_of
@@ -157,18 +158,13 @@ class Builder:
         """A variant from the profile runs of its key (raises NotBuilt)."""
         owner, assumed = self.owner, self.owner.assumed
         try:
-            specs, layouts = channel_specs(plan, runs, assumed.relaxed)
-            _host_values_only(plan, runs)
-            folded = stable_entry_values(plan, runs, layouts, assumed.unfolded,
-                                         sibling.folded if sibling is not None else ())
+            seen = crossings(plan, runs, assumed, sibling)
             # as fast as its sibling (measured, or being measured: the first of the two
             # to settle gives the other its verdict)
-            variant = Variant(owner, plan, {n: values[n] for n in plan.bound}, values,
-                              adaptive, sibling.timer if sibling is not None else None,
-                              owner.payoff.times)
-            variant.nested = [callee_variant(runs[-1].get(("call", slot)))
-                              for slot in range(len(plan.nested))]
-            variant.build(specs, layouts, folded, owner.callee)
+            variant = assemble(owner, plan, values, seen, adaptive=adaptive, sibling=sibling,
+                               prior=owner.payoff.times,
+                               nested=[callee_variant(runs[-1].get(("call", slot)))
+                                       for slot in range(len(plan.nested))])
             variant.runs = list(runs)  # a sibling built for a tree of another shape uses them
             return variant
         except Unsendable as exc:
@@ -217,7 +213,19 @@ def _never_iterated(plan: SlicePlan, runs: list) -> set:
     return {n for c in channels for n in c.names}
 
 
-def _host_values_only(plan: SlicePlan, runs: list) -> None:
+def crossings(plan: SlicePlan, runs: list, assumed: Assumptions, sibling: Variant | None = None
+              ) -> Crossings:
+    """What the profile `runs` say a variant of `plan` carries across, under what is
+    `assumed` of the arguments (a sibling's folded values stay folded). Raises Unsendable,
+    NotObserved, NotBuilt (host_values_only)."""
+    specs, layouts = channel_specs(plan, runs, assumed.relaxed)
+    host_values_only(plan, runs)
+    folded = stable_entry_values(plan, runs, layouts, assumed.unfolded,
+                                 sibling.folded if sibling is not None else ())
+    return Crossings(specs, layouts, folded)
+
+
+def host_values_only(plan: SlicePlan, runs: list) -> None:
     """A gate inside a TF `with` block takes only Python and NumPy values from host code in
     the block: a tensor made there would reach the TF part's GradientTape as a constant,
     where eager's tape sees how it was computed."""

@@ -247,16 +247,22 @@ class CallContext:
             if not callee.eager_faster and sliced.variants.get(
                     sliced.key_for(all_args, kwargs)) is callee:
                 session = self.rt.variant.session
-                session.nested_start = lambda: self.flag(call, 1)
+                session.nested_start = functools.partial(self._nested_start, sliced, call)
                 try:
                     return sliced.nested_call(callee, all_args, kwargs)
                 except EntryGuardFailed:
-                    pass  # nothing was sent for the callee: run it eagerly below
+                    pass  # nothing was sent for the callee (nor counted): run it eagerly below
                 finally:
                     session.nested_start = None
         self.flag(skip, 0)
         self.barrier(wait)
         return fn(*args, **kwargs)
+
+    def _nested_start(self, sliced, call: int) -> None:
+        """A nested call's begin, its entry values sent: it is a call of `sliced` (counted
+        now), and this part's TF part runs its TF part (site `call`)."""
+        sliced.nested_started()
+        self.flag(call, 1)
 
     def unrolled(self, fn, *args) -> None:
         """A recursion over a tree whose TF half the TF part runs: the host runs its host

@@ -1,15 +1,18 @@
 """Variants: the sliced versions of a function, one per call key, and their cache.
 
 A `Variant` holds one plan's built TF part (registered with the session when first run)
-and its loaded host program. `Variants` holds a function's variants by call key, with
-the profile runs, refusals and retirements of the keys not (or no longer) built.
+and its loaded host program; `assemble` is the one way one is put together (a built
+key's, a bundle's, a replicated step's). `Variants` holds a function's variants by call
+key, with the profile runs, refusals and retirements of the keys not (or no longer) built.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import time
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 from ..facts import signature
 from ..speculation.adaptive import AdaptiveTimer
@@ -28,21 +31,75 @@ MAX_VARIANTS = 16
 MAX_RETIRED = 3  # variants of one key that fell back mid-call before it runs eagerly
 
 
-class Variant:
-    """One sliced version of a function, for one call key."""
+@dataclasses.dataclass(frozen=True)
+class Crossings:
+    """What a variant's channels carry, as its TF part is built for them: the component
+    specs and layouts by channel, and the entry values folded into constants ({entry leaf
+    position: (name, index in the entry values, constant)})."""
 
-    def __init__(self, owner, plan: SlicePlan, bound: dict[str, Any],
-                 bound_values: dict[str, Any], adaptive: bool = True, sibling_timer=None,
-                 prior: list[float] | None = None):
+    specs: dict
+    layouts: dict
+    folded: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def constants(self) -> dict:
+        """{entry leaf position: the constant the TF part uses there}."""
+        return {pos: value for pos, (_, _, value) in self.folded.items()}
+
+
+def assemble(owner, plan: SlicePlan, values: dict[str, Any], crossings: Crossings,
+             tf_part: Callable[[Variant], Part] | None = None, *,
+             runtimes: Callable[[Variant], list] | None = None, host: tuple | None = None,
+             adaptive: bool = True, sibling: Variant | None = None,
+             prior: list[float] | None = None, nested: list = ()) -> Variant:
+    """The one way a Variant is put together, for `owner` (its SlicedFunction) and a
+    call's `values`: by the builder, for a replicated step and from a bundle. Its TF part
+    is `tf_part(variant)` (a bundle's; a replicated step's), else traced from the plan for
+    `crossings`, running the callee variants `nested` (per nested call site, or None).
+    Then its host program is loaded once per runtime of `runtimes(variant)` (a replicated
+    step's: one per replica), else once with a `Runtime`; from `host`, (source, tree),
+    where that is not the plan's (a bundle's). sibling: the variant of the same plan whose
+    verdict against eager it shares; prior: the owner's plain calls' times (payoff.py)."""
+    variant = Variant(owner, plan, values, adaptive,
+                      sibling.timer if sibling is not None else None, prior)
+    variant.folded = list(crossings.folded.values())
+    variant.nested = list(nested)
+    if tf_part is None:
+        tf_part = functools.partial(_traced, values=values, crossings=crossings)
+    variant.part = tf_part(variant)
+    made = runtimes(variant) if runtimes is not None else [Runtime(variant, owner.callee)]
+    source, tree = host if host is not None else (None, plan.host)
+    variant.host_fns = [load(source, tree, owner.fn, {"_gpe_rt": rt}) for rt in made]
+    variant.host_fn = variant.host_fns[0]
+    return variant
+
+
+def _traced(variant: Variant, values: dict, crossings: Crossings) -> Part:
+    return build_part(variant.plan, variant.tf_factory(), bound(variant.plan, values),
+                      crossings.specs, crossings.layouts, crossings.constants,
+                      [v.part if v is not None else None for v in variant.nested])
+
+
+def bound(plan: SlicePlan, values: dict[str, Any]) -> dict[str, Any]:
+    """The arguments bound into the TF part when it is traced."""
+    return {n: values[n] for n in plan.bound}
+
+
+class Variant:
+    """One sliced version of a function, for one call key (made by `assemble`)."""
+
+    def __init__(self, owner, plan: SlicePlan, bound_values: dict[str, Any],
+                 adaptive: bool = True, sibling_timer=None, prior: list[float] | None = None):
         # the owner weakly (it holds its variants): a dropped function's parts leave the sink
         if not isinstance(owner, weakref.ProxyTypes):
             owner = weakref.proxy(owner)
-        self.owner, self.plan, self.bound = owner, plan, bound
+        self.owner, self.plan = owner, plan
         self.session: Session = get_session()
         self.part: Part | None = None
         self._registration: Registration | None = None
         self.replay: Replay | None = None  # Keras losses its TF part adds (host/runtime/losses.py)
         self.host_fn = None
+        self.host_fns: list = []  # its host programs: one, or one per replica (host_fn first)
         # prior: the function's plain eager calls before it was built (payoff.py)
         self.timer = AdaptiveTimer(adaptive, sibling=sibling_timer, prior=prior,
                                    disturbed=self.session.sink_started_since)
@@ -58,18 +115,11 @@ class Variant:
     def eager_faster(self) -> bool:
         return self.timer.eager_faster
 
-    def build(self, specs, layouts, folded, callee) -> None:
-        """folded: {entry leaf position: (name, index in the entry values, constant)};
-        callee: fn, args -> (its SlicedFunction, args), for nested calls."""
-        fn = self.owner.fn
-        factory = lambda rt, k: load(None, self.plan.tf, fn,  # noqa: E731
-                                     {"_gpe_rt": rt, "_gpe_k": k}, signature=False)
-        self.folded = list(folded.values())
-        self.part = build_part(self.plan, factory, self.bound, specs, layouts,
-                               {pos: value for pos, (_, _, value) in folded.items()},
-                               [v.part if v is not None else None for v in self.nested])
-        self.host_fn = load(None, self.plan.host, fn,
-                            {"_gpe_rt": Runtime(self, callee)})
+    def tf_factory(self) -> Callable:
+        """`tf_factory(runtime, bound)` of tfprog's part builders: the plan's TF program."""
+        fn, program = self.owner.fn, self.plan.tf
+        return lambda rt, k: load(None, program, fn, {"_gpe_rt": rt, "_gpe_k": k},
+                                  signature=False)
 
     def fell_back(self, reason: str) -> None:
         """A value computed mid-call did not fit its channel; the host finished that call
@@ -126,6 +176,8 @@ class Variants:
         self.refused: dict[tuple, str] = {}    # key -> why it runs eagerly
         self.retired: dict[tuple, int] = {}    # key -> variants dropped after a fallback
         self.plans: dict[tuple, SlicePlan] = {}  # key -> its plan, while it is profiled
+        # get(key): the variant of a key, or None (the dict's own: on every call's path)
+        self.get: Callable[[tuple], Variant | None] = self.built.get
 
     def pooled(self, key: tuple, plan: SlicePlan) -> list:
         """Profile runs of other keys with the same plan (trees of other shapes: see
@@ -133,9 +185,6 @@ class Variants:
         self.plans[key] = plan
         return [run for other, runs in self.profiles.items() if other != key
                 and self.plans.get(other) == plan for run in runs]
-
-    def get(self, key: tuple) -> Variant | None:
-        return self.built.get(key)
 
     def add(self, key: tuple, variant: Variant) -> None:
         self.built[key] = variant
