@@ -31,7 +31,8 @@ from .anno import Key
 from .errors import Refusal
 from .facts import CALLEE_ARG_KINDS, TF_KINDS, ArgFact, Facts, Kind
 from .parser import MISSING, Parsed, parse
-from .placement import Place, effect_call
+from .placement import Place
+from .reasons import effect_call
 
 # function -> {argument kinds: its kind as a call}; weak, so functions can be collected
 # (with objects: {kinds + their ids: (its kind, weak references to the objects)})

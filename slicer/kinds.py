@@ -15,10 +15,10 @@ from typing import Any, Callable, Optional
 
 import gast
 
-from . import anno, callsites, fnargs, nodes, reproduced
+from . import anno, callsites, chainkinds, fnargs, nodes, reproduced
 from .anno import Key
 from .facts import CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES, STRUCTURAL_BUILTINS, TF_KINDS, Facts, Kind
-from .chains import CAPTURABLE as _CAPTURABLE, bound_names, chain_root, chain_value, dotted, is_range, is_static, mutated_roots, own_data, stable, static_value, stored_names, user_code
+from .chains import bound_names, chain_root, chain_value, is_range, is_static, mutated_roots, stable, static_value, stored_names
 from .hoist import tf_evaluable
 from .parser import MISSING, Parsed
 
@@ -26,9 +26,6 @@ _STATIC_META = frozenset({"shape", "dtype", "ndim"})
 _SCALAR_BUILTINS = {"float": Kind.PY_SCALAR, "int": Kind.PY_SCALAR, "bool": Kind.PY_SCALAR}
 _DATA_TYPES = (list, dict, tuple, set, str, bytes, type(None))
 _PLAIN = frozenset({Kind.PY_SCALAR, Kind.HOST_DATA})
-_VARIABLE_LISTS = frozenset({"trainable_variables", "variables", "trainable_weights", "weights",
-                             "non_trainable_variables", "non_trainable_weights"})
-_MAX_FOLDED = 64  # the longest list of numbers on an object folded (and looped over)
 _ORDERING = frozenset({"enumerate", "zip", "reversed"})  # constant over constant sequences
 
 CalleeKind = Callable[[Any, "list[Kind]", Facts, list], Optional[Kind]]
@@ -270,77 +267,14 @@ class _Inferer:
             return Kind.HOST_FN
         root = chain_root(node)
         if root is not None and root.id in self.facts.objects and root.id not in self.rebound:
-            value = chain_value(node, self.facts.objects[root.id])
-            if base in (Kind.TF_OBJECT, Kind.TF_OP, Kind.TF_EFFECT_OP) and isinstance(
-                    value, (list, tuple)) and not own_data(node, self.facts.objects[root.id]):
-                return Kind.TF_OBJECT  # self.model.trainable_variables, as above
-            kind = self.classify(value)
-            if kind == Kind.SLICED_FN:
-                return kind  # self.encode: the call is a nested sliced call
-            if kind == Kind.TF_OBJECT and isinstance(value, (list, tuple)):
-                # variables in a list on an object (`model.variables`): read when the TF
-                # part is traced; the call key guards each element's identity
-                anno.set(node, Key.PATH, dotted(node))
-                return kind
-            if kind in _CAPTURABLE and stable(value):
-                anno.set(node, Key.PATH, dotted(node))
-                return kind
-            if (type(value) in (bool, int, float) and root.id not in self.mutated
-                    and dotted(node) not in self.facts.dynamic_paths):
-                # a Python number on an object: the TF part reads it when built, as
-                # eager code would see it; the call key guards its value (JANUS folding)
-                anno.set(node, Key.PATH, dotted(node))
-                anno.set(node, Key.CONSTANT, True)
-                return Kind.PY_SCALAR
-            if type(value) in (bool, int, float) and root.id not in self.mutated:
-                anno.set(node, Key.SENT, dotted(node))  # keeps changing: sent (host work)
-            if kind in _CAPTURABLE and (root is not node.value or base in _CAPTURABLE
-                                        or node.attr == "add_loss"):
-                # e.g. self.model.trainable_variables, self.opt.apply_gradients, metric.
-                # update_state on a metric argument the TF part captures, self.add_loss
-                return kind
-            return Kind.HOST
-        if base in (Kind.TF_OP, Kind.TF_EFFECT_OP) and node.attr in _VARIABLE_LISTS and \
-                isinstance(node.value, gast.Name) and node.value.id in self.local_names:
+            return chainkinds.on_object(self, node, root, base)
+        if base in (Kind.TF_OP, Kind.TF_EFFECT_OP) and node.attr in chainkinds.VARIABLE_LISTS \
+                and isinstance(node.value, gast.Name) and node.value.id in self.local_names:
             return Kind.TF_OBJECT  # `layer.trainable_variables`, `layer` a loop's element
         if base in (Kind.TF_MODULE, Kind.TF_OBJECT, Kind.TF_OP, Kind.TF_EFFECT_OP) or \
                 _is_static(node.value, self):
-            value = static_value(node, self.parsed)
-            if base in (Kind.TF_OBJECT, Kind.TF_OP, Kind.TF_EFFECT_OP) and isinstance(
-                    value, (list, tuple)):
-                # e.g. model.trainable_variables: read when the TF part is traced (the
-                # model may not be built yet while the function is being sliced)
-                return Kind.TF_OBJECT
-            kind = self.classify(value)
-            if kind in _CAPTURABLE and base != Kind.TF_MODULE and stable(value):
-                anno.set(node, Key.PATH, dotted(node))
-            elif base != Kind.TF_MODULE and self._guarded_static(node, value, kind):
-                return Kind.PY_SCALAR if type(value) in (bool, int, float) else kind
-            return kind
+            return chainkinds.static(self, node, base)
         return Kind.HOST
-
-    def _guarded_static(self, node: gast.Attribute, value: Any, kind: Kind) -> bool:
-        """A list of TF objects (`net.convs`: each element's identity guarded) or a Python
-        number (`net.targeted`, `cfg.scale`: guarded by value, folded) on an object the
-        function reaches through its globals: the TF part reads it when traced, as a
-        chain on an object argument. Not on an object this function changes, nor a
-        number that keeps changing (sent instead)."""
-        root = chain_root(node)
-        if root is None or root.id in self.mutated:
-            return False
-        if kind == Kind.TF_OBJECT and isinstance(value, (list, tuple)):
-            anno.set(node, Key.PATH, dotted(node))
-            return True
-        if dotted(node) in self.facts.dynamic_paths:
-            return False
-        if type(value) in (bool, int, float) or type(value) in (list, tuple) and \
-                0 < len(value) <= _MAX_FOLDED and all(type(v) in (bool, int, float, str)
-                                                      for v in value):
-            # (a list of numbers, `net.sizes`: guarded by its elements, looped over)
-            anno.set(node, Key.PATH, dotted(node))
-            anno.set(node, Key.CONSTANT, True)
-            return True
-        return False
 
     def _Call(self, node: gast.Call) -> Kind:
         fkind = self.expr(node.func)
@@ -509,15 +443,10 @@ class _Inferer:
         self.expr(node.slice)
         if anno.get(node.value, Key.CONSTANT) and base == Kind.HOST_DATA:
             return Kind.PY_SCALAR if anno.get(node.slice, Key.CONSTANT) else Kind.HOST_DATA
-        if base == Kind.TF_OBJECT and anno.get(node.slice, Key.CONSTANT) and \
-                anno.has(node.value, Key.PATH):
-            # `self.convs[i]`, `i` a loop counter: a layer (or a variable) of a list
-            # whose elements are all of one kind, taken when the TF part is traced
-            value = self.value_of(node.value)
-            kinds = {self.classify(v) for v in value} if isinstance(
-                value, (list, tuple)) and value else set()
-            if len(kinds) == 1 and kinds <= {Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.VARIABLE}:
-                return kinds.pop()
+        if base == Kind.TF_OBJECT and anno.get(node.slice, Key.CONSTANT):
+            kind = chainkinds.element(self, node)  # `self.convs[i]`: a layer of a list
+            if kind is not None:
+                return kind
         return Kind.TENSOR if base in TF_KINDS else Kind.HOST
 
     def _Slice(self, node: gast.Slice) -> Kind:

@@ -17,9 +17,10 @@ import gast
 from . import anno, nodes
 from .anno import Key
 from .errors import Refusal
-from .facts import CONSTANT_BUILTINS, TF_CALLABLES, TF_KINDS, VARIABLE_EFFECT_METHODS, Facts, Kind
+from .facts import CONSTANT_BUILTINS, TF_CALLABLES, TF_KINDS, Facts, Kind
 from .hoist import is_tf_statement, is_tf_with, tf_evaluable
 from .parser import Parsed
+from .reasons import describe_tf, describe_with, dotted, effect_call, host_reason
 
 
 class Place(enum.Enum):
@@ -194,7 +195,7 @@ class _Placer:
 
     def statement(self, stmt: gast.stmt) -> None:
         if is_tf_with(stmt):
-            self._set(stmt, Place.TF, "TF: " + _describe_with(stmt))
+            self._set(stmt, Place.TF, "TF: " + describe_with(stmt))
             self.in_tf_with += 1
             self.block(stmt.body)
             self.in_tf_with -= 1
@@ -218,9 +219,9 @@ class _Placer:
             value = stmt.value
             effect = effect_call(value) or any(effect_call(n) for n in nodes.walk(value))
             anno.set(stmt, Key.EFFECT, effect)
-            self._set(stmt, Place.TF, "TF: " + _describe_tf(value, effect))
+            self._set(stmt, Place.TF, "TF: " + describe_tf(value, effect))
             return
-        sync, why = _host_reason(stmt)
+        sync, why = host_reason(stmt)
         anno.set(stmt, Key.SYNC, sync)
         self._set(stmt, Place.HOST, "host: " + why)
 
@@ -233,7 +234,7 @@ class _Placer:
             return
         if self._tf_compound(stmt) or self._mirror(stmt):
             return
-        sync, why = _host_reason(stmt)
+        sync, why = host_reason(stmt)
         inner_tf = any(anno.get(n, Key.KIND) in TF_KINDS for n in nodes.walk(stmt)
                        if isinstance(n, gast.expr))
         keyword = _KEYWORDS.get(type(stmt), type(stmt).__name__.lower())
@@ -330,7 +331,7 @@ class _Placer:
                 anno.get(s, Key.PLACE) == Place.TF for s in inner):
             return False
         header = stmt.iter if isinstance(stmt, gast.For) else stmt.test
-        sync, why = _host_reason(gast.Expr(value=header))
+        sync, why = host_reason(gast.Expr(value=header))
         keyword = _KEYWORDS[type(stmt)]
         follows = ("a loop it is told about each iteration" if loop
                    else "the branch it is told was taken")
@@ -434,74 +435,3 @@ class _Placer:
         return Refusal("unsupported-statement",
                        f"`{what}` statements are not sliced yet; the function runs eagerly",
                        "", self.parsed.filename, getattr(stmt, "lineno", 0))
-
-
-def dotted(node: gast.AST) -> str:
-    if isinstance(node, gast.Name):
-        return node.id
-    if isinstance(node, gast.Attribute):
-        return f"{dotted(node.value)}.{node.attr}"
-    if isinstance(node, gast.Call):
-        return dotted(node.func) + "()"
-    return type(node).__name__.lower()
-
-
-def _describe_with(stmt: gast.With) -> str:
-    return "context " + ", ".join(dotted(i.context_expr) for i in stmt.items)
-
-
-def _describe_tf(value: gast.AST, effect: bool) -> str:
-    calls = [n for n in nodes.walk(value) if isinstance(n, gast.Call)]
-    sliced = [dotted(c.func) for c in calls if anno.get(c, Key.CALLEE)]
-    unrolled = [dotted(c.func) for c in calls if anno.get(c, Key.UNROLLED) is not None]
-    if unrolled:
-        return ("calls " + ", ".join(unrolled) + " (a recursion over a tree: unrolled for "
-                "its shape; its counters run on the host)")
-    if sliced:
-        return ("calls " + ", ".join(sliced) + " (sliced too: its own FunctionDef)" +
-                ("; changes TF state" if effect else ""))
-    if effect:
-        writes = [dotted(c.func) for c in calls if effect_call(c)]
-        return "changes TF state: " + ", ".join(writes)
-    if calls:
-        return ", ".join(dict.fromkeys(dotted(c.func) for c in calls)) + " on tensors"
-    if isinstance(value, (gast.BinOp, gast.UnaryOp, gast.Compare)):
-        return "arithmetic on tensors"
-    return "tensor value"
-
-
-def _host_reason(stmt: gast.stmt) -> tuple[bool, str]:
-    """(needs to wait for the TF part's effects, why it runs on the host)."""
-    touches = sorted({n.id for n in nodes.walk(stmt) if isinstance(n, gast.Name)
-                      and anno.get(n, Key.KIND) in (Kind.VARIABLE, Kind.TF_OBJECT)})
-    unknown = [dotted(n.func) for n in nodes.walk(stmt) if isinstance(n, gast.Call)
-               and anno.get(n.func, Key.KIND) not in TF_CALLABLES | {Kind.HOST_FN}]
-    if touches:
-        return True, "uses TF state directly: " + ", ".join(touches)
-    if unknown:
-        whys = [anno.get(n.func, Key.WHY_HOST) for n in nodes.walk(stmt)
-                if isinstance(n, gast.Call) and anno.get(n.func, Key.WHY_HOST)]
-        return True, "calls " + ", ".join(unknown) + " (may touch TF state" + (
-            "; " + "; ".join(dict.fromkeys(whys)) if whys else "") + ")"
-    tf_inputs = sorted({n.id for n in nodes.walk(stmt) if isinstance(n, gast.Name)
-                        and anno.get(n, Key.KIND) in TF_KINDS})
-    calls = [dotted(n.func) for n in nodes.walk(stmt) if isinstance(n, gast.Call)]
-    if isinstance(stmt, gast.Return):
-        return False, "returns to the caller"
-    if calls and tf_inputs:
-        return False, f"calls {', '.join(calls)} on a TF value ({', '.join(tf_inputs)})"
-    if calls:
-        return False, "calls " + ", ".join(calls)
-    return False, "Python work"
-
-
-def effect_call(node: gast.AST) -> bool:
-    """True for a call that writes TF state: `v.assign*(...)` or a stateful TF op."""
-    if not isinstance(node, gast.Call):
-        return False
-    func = node.func
-    if isinstance(func, gast.Attribute) and func.attr in VARIABLE_EFFECT_METHODS:
-        # (a variable taken from a list the TF part builds is typed a tensor: no tensor
-        # has these methods, so the call writes a variable all the same)
-        return anno.get(func.value, Key.KIND) in TF_KINDS
-    return anno.get(func, Key.KIND) == Kind.TF_EFFECT_OP

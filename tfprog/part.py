@@ -379,9 +379,7 @@ class TraceRuntime:
         return self.random.call(self.callees, fn, _plain, args, kwargs)
 
     @staticmethod
-    def inline(fn, *args, **kwargs):
-        """A callee returning TF objects themselves (variables, lists of them): traced
-        here, in the part's graph, so that the caller gets the objects."""
+    def inline(fn, *args, **kwargs):  # a callee returning TF objects: the caller gets them
         return _plain(fn)(*args, **kwargs)
 
     @staticmethod

@@ -1,0 +1,108 @@
+"""Kinds of attribute chains on objects: `self.model.trainable_variables`, `net.convs`,
+`cfg.scale`, for the kinds pass (slicer/kinds.py), which calls `on_object` for a chain
+rooted at an object argument and `static` for one the function reaches through its
+globals. A chain the TF part reads when traced gets a PATH (the call key guards it: an
+object by identity, a list by its elements, a number by value, then folded: CONSTANT).
+`inf` is the kinds pass's inferer (its facts, names, mutated roots, classify).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import gast
+
+from . import anno
+from .anno import Key
+from .chains import CAPTURABLE, chain_root, chain_value, dotted, own_data, stable, static_value
+from .facts import Kind
+
+VARIABLE_LISTS = frozenset({"trainable_variables", "variables", "trainable_weights", "weights",
+                            "non_trainable_variables", "non_trainable_weights"})
+MAX_FOLDED = 64  # the longest list of numbers on an object folded (and looped over)
+
+
+def on_object(inf, node: gast.Attribute, root: gast.Name, base: Kind) -> Kind:
+    """A chain rooted at an object argument the function does not rebind."""
+    value = chain_value(node, inf.facts.objects[root.id])
+    if base in (Kind.TF_OBJECT, Kind.TF_OP, Kind.TF_EFFECT_OP) and isinstance(
+            value, (list, tuple)) and not own_data(node, inf.facts.objects[root.id]):
+        return Kind.TF_OBJECT  # self.model.trainable_variables, as above
+    kind = inf.classify(value)
+    if kind == Kind.SLICED_FN:
+        return kind  # self.encode: the call is a nested sliced call
+    if kind == Kind.TF_OBJECT and isinstance(value, (list, tuple)):
+        # variables in a list on an object (`model.variables`): read when the TF
+        # part is traced; the call key guards each element's identity
+        anno.set(node, Key.PATH, dotted(node))
+        return kind
+    if kind in CAPTURABLE and stable(value):
+        anno.set(node, Key.PATH, dotted(node))
+        return kind
+    if (type(value) in (bool, int, float) and root.id not in inf.mutated
+            and dotted(node) not in inf.facts.dynamic_paths):
+        # a Python number on an object: the TF part reads it when built, as
+        # eager code would see it; the call key guards its value (JANUS folding)
+        anno.set(node, Key.PATH, dotted(node))
+        anno.set(node, Key.CONSTANT, True)
+        return Kind.PY_SCALAR
+    if type(value) in (bool, int, float) and root.id not in inf.mutated:
+        anno.set(node, Key.SENT, dotted(node))  # keeps changing: sent (host work)
+    if kind in CAPTURABLE and (root is not node.value or base in CAPTURABLE
+                               or node.attr == "add_loss"):
+        # e.g. self.model.trainable_variables, self.opt.apply_gradients, metric.
+        # update_state on a metric argument the TF part captures, self.add_loss
+        return kind
+    return Kind.HOST
+
+
+def static(inf, node: gast.Attribute, base: Kind) -> Kind:
+    """A chain on a TF module or object, or one the function reaches through its globals."""
+    value = static_value(node, inf.parsed)
+    if base in (Kind.TF_OBJECT, Kind.TF_OP, Kind.TF_EFFECT_OP) and isinstance(
+            value, (list, tuple)):
+        # e.g. model.trainable_variables: read when the TF part is traced (the
+        # model may not be built yet while the function is being sliced)
+        return Kind.TF_OBJECT
+    kind = inf.classify(value)
+    if kind in CAPTURABLE and base != Kind.TF_MODULE and stable(value):
+        anno.set(node, Key.PATH, dotted(node))
+    elif base != Kind.TF_MODULE and _guarded_static(inf, node, value, kind):
+        return Kind.PY_SCALAR if type(value) in (bool, int, float) else kind
+    return kind
+
+
+def _guarded_static(inf, node: gast.Attribute, value: Any, kind: Kind) -> bool:
+    """A list of TF objects (`net.convs`: each element's identity guarded) or a Python
+    number (`net.targeted`, `cfg.scale`: guarded by value, folded) on an object the
+    function reaches through its globals: the TF part reads it when traced, as a chain
+    on an object argument. Not on an object this function changes, nor a number that
+    keeps changing (sent instead)."""
+    root = chain_root(node)
+    if root is None or root.id in inf.mutated:
+        return False
+    if kind == Kind.TF_OBJECT and isinstance(value, (list, tuple)):
+        anno.set(node, Key.PATH, dotted(node))
+        return True
+    if dotted(node) in inf.facts.dynamic_paths:
+        return False
+    if type(value) in (bool, int, float) or type(value) in (list, tuple) and \
+            0 < len(value) <= MAX_FOLDED and all(type(v) in (bool, int, float, str)
+                                                 for v in value):
+        # (a list of numbers, `net.sizes`: guarded by its elements, looped over)
+        anno.set(node, Key.PATH, dotted(node))
+        anno.set(node, Key.CONSTANT, True)
+        return True
+    return False
+
+
+def element(inf, node: gast.Subscript) -> Kind | None:
+    """`self.convs[i]`, `i` a loop counter: a layer (or a variable) of a guarded list whose
+    elements are all of one kind, taken when the TF part is traced; else None."""
+    if not anno.has(node.value, Key.PATH):
+        return None
+    value = inf.value_of(node.value)
+    kinds = {inf.classify(v) for v in value} if isinstance(value, (list, tuple)) and value \
+        else set()
+    if len(kinds) == 1 and kinds <= {Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.VARIABLE}:
+        return kinds.pop()
+    return None
