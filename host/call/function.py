@@ -47,6 +47,9 @@ replicated.install()  # strategy.run(a sliced function) runs one replicated call
 
 # a call phase's answer: the call goes through its phases again (SlicedFunction._phases)
 AGAIN = object()
+# new keys in a row, no variant running a second call, before it runs eagerly for good
+# (a shape or a number relaxes within two or three; this is a key that never repeats)
+CHURN = 8
 USER_FRAMES = 1  # _sliced's warning names the caller of __call__ (_phases between)
 WHOLE_FUNCTION_REFUSALS = frozenset({"generator", "no-source", "unsupported-function",
                                      "unsupported-statement"})
@@ -79,6 +82,7 @@ class SlicedFunction:
         self._plan_s = 0.0  # the time slicing took, for the progress line
         self.adaptive = adaptive  # run eagerly a variant that is slower sliced than eager
         self.plain = False  # decided it is plain Python: calls go straight to fn
+        self.unsliced_keys = 0  # new keys met since a variant last ran twice (CHURN)
         self.profile_calls = max(1, profile_calls)
         self.assumed = Assumptions(getattr(fn, "__qualname__", repr(fn)))
         self.keys = CallKeys(fn, self.assumed)
@@ -159,6 +163,9 @@ class SlicedFunction:
                        frames=USER_FRAMES)
             return self._eager(args, kwargs)
         failed = None
+        if variant.reused:  # a key met again: not one that changes every call
+            self.unsliced_keys = 0
+        variant.reused = True
         try:
             self.stats_.graph_calls += 1
             result = variant.host_fn(*args, **kwargs)
@@ -238,7 +245,21 @@ class SlicedFunction:
             key = self.keys.key(values)
             if self.cache.get(key) is not None or key in self.cache.refused:
                 return AGAIN
+            self.unsliced_keys += 1
+            if self.unsliced_keys > CHURN:
+                return self._churned(args, kwargs)
             return self._profile_and_build(key, dict(values), args, kwargs)
+
+    def _churned(self, args, kwargs):
+        """A new key on call after call, none running sliced (a counter in a dict argument,
+        a tensor an object keeps from the last call): each would be profiled or built and
+        run eagerly, slower than eager. The function runs eagerly from now on."""
+        last = next(reversed(self.stats_.guard_failures), None)
+        self.plain = True
+        self.note(f"{CHURN} new argument signatures in a row, none met again"
+                  + (f" (the last guard failed: {last})" if last else "")
+                  + "; it runs eagerly from now on", frames=USER_FRAMES + 1)
+        return self._eager(args, kwargs)
 
     def _bundled(self, values) -> bool:
         """Whether a bundle's variant was installed for this call: one shipped next to the

@@ -105,6 +105,7 @@ class Variant:
                                    disturbed=self.session.sink_started_since)
         self.folded: list = []  # entry values used as constants: (name, index, value)
         self.stale = False  # a call fell back mid-call: build again (see fell_back)
+        self.reused = False  # a call ran it after the one it was built for (function.CHURN)
         self.nested: list = []  # per nested call site: the callee's variant its TF part runs
         self.runs: list = []  # the profile observations it was built from
         # what the TF part captured when traced (held: their ids are in the call key)

@@ -1,0 +1,63 @@
+"""Never much slower than eager: a function whose call key changes on every call (a counter
+in a dict argument, a tensor an object keeps from its last call) ran every call as a profile
+call or a fresh build, 2-80x eager's time for ever (d2l's yogi, TF's optimizer guide's
+Momentum). After CHURN new keys in a row, none met again, it runs eagerly, saying why."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gpe
+from gpe.host.call.function import CHURN
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def yogi_like(params, grads, hyperparams):
+    for p, g in zip(params, grads):
+        p.assign_sub(hyperparams["lr"] * g / (1 - 0.9 ** hyperparams["t"]))
+    hyperparams["t"] += 1
+
+
+def test_a_counter_in_a_dict_argument_stops_profiling_and_runs_eagerly():
+    results = {}
+    for way in ("eager", "gpe"):
+        w, hp = tf.Variable(tf.ones(3)), {"lr": 0.01, "t": 1}
+        fn = gpe.function(yogi_like) if way == "gpe" else yogi_like
+        for _ in range(30):
+            fn([w], [tf.ones(3)], hp)
+        results[way] = (w.numpy(), hp["t"])
+        if way == "gpe":
+            stats = fn.stats()
+    np.testing.assert_array_equal(results["eager"][0], results["gpe"][0])
+    assert results["eager"][1] == results["gpe"][1] == 31
+    assert stats["profile_calls"] == CHURN and stats["eager_calls"] == 30
+    assert fn.plain and any("none met again" in r for r in stats["fallbacks"]), stats
+
+
+class Momentum(tf.Module):
+    """tf-docs optimizers_core: keeps the last call's tensor in an attribute."""
+
+    def __init__(self, learning_rate=1e-2, momentum=0.7):
+        self.learning_rate, self.momentum, self.change = learning_rate, momentum, 0.
+
+    def apply_gradients(self, grads, variables):
+        for grad, var in zip(grads, variables):
+            curr_change = self.learning_rate * grad + self.momentum * self.change
+            var.assign_sub(curr_change)
+            self.change = curr_change
+
+
+def test_a_tensor_kept_on_an_object_stops_rebuilding():
+    values = {}
+    for way in ("eager", "gpe"):
+        x, opt = tf.Variable(2.0), Momentum()
+        step = gpe.function(opt.apply_gradients) if way == "gpe" else opt.apply_gradients
+        for _ in range(40):
+            step([tf.constant(1.0)], [x])
+        values[way] = float(x)
+        if way == "gpe":
+            stats = step.stats()
+    assert values["gpe"] == values["eager"]
+    # builds stop: at most CHURN keys were profiled or built, the rest ran eagerly
+    assert stats["profile_calls"] <= CHURN and stats["graph_calls"] <= CHURN, stats
+    assert any("none met again" in r and "self.change" in r for r in stats["fallbacks"])
