@@ -106,3 +106,25 @@ def element(inf, node: gast.Subscript) -> Kind | None:
     if len(kinds) == 1 and kinds <= {Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.VARIABLE}:
         return kinds.pop()
     return None
+
+
+def fixed_isinstance(inf, node: gast.Call) -> bool:
+    """`isinstance(loss, tf.keras.losses.Loss)` on an object argument the function does not
+    rebind (the call key holds its identity, so the answer is fixed for the call) and a
+    class the function reaches through its globals: the object gets a PATH (the TF part
+    captures it, the call key guards it) and the test is a constant."""
+    if not (isinstance(node.func, gast.Name) and node.func.id == "isinstance"
+            and anno.get(node.func, Key.KIND) == Kind.HOST_FN and len(node.args) == 2
+            and not node.keywords):
+        return False
+    obj, cls = node.args
+    if not (isinstance(obj, gast.Name) and obj.id in inf.facts.objects
+            and obj.id not in inf.rebound):
+        return False
+    value = inf.value_of(cls)
+    classes = value if isinstance(value, tuple) else (value,)
+    if not classes or not all(isinstance(c, type) for c in classes):
+        return False
+    anno.set(obj, Key.PATH, obj.id)
+    anno.set(node, Key.FOLDED, isinstance(inf.facts.objects[obj.id], classes))
+    return True

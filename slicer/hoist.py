@@ -182,7 +182,7 @@ def _split_tuple_assignment(stmt: gast.stmt) -> list[gast.stmt] | None:
 def _block(stmts: list[gast.stmt], counter) -> list[gast.stmt]:
     out: list[gast.stmt] = []
     split = []
-    for stmt in stmts:
+    for stmt in _taken(stmts):
         split += _split_tuple_assignment(stmt) or [stmt]
     for stmt in split:
         origin = anno.get(stmt, Key.ORIGIN, getattr(stmt, "lineno", 0))
@@ -203,6 +203,20 @@ def _block(stmts: list[gast.stmt], counter) -> list[gast.stmt]:
             gast.copy_location(new, pre[-1] if stmt is None else stmt)
             anno.set(new, Key.ORIGIN, origin)
             out.append(new)
+    return out
+
+
+def _taken(stmts: list[gast.stmt]) -> list[gast.stmt]:
+    """An `if` whose test the slicer folded (kinds: Key.FOLDED, fixed for the call and
+    guarded) is replaced by the branch it takes: the other is never run by this variant,
+    so neither side holds it (its crossings would never be reached)."""
+    out = []
+    for stmt in stmts:
+        if isinstance(stmt, gast.If) and anno.has(stmt.test, Key.FOLDED):
+            out += _taken(stmt.body if anno.get(stmt.test, Key.FOLDED) else stmt.orelse) \
+                or [gast.copy_location(gast.Pass(), stmt)]
+        else:
+            out.append(stmt)
     return out
 
 

@@ -185,12 +185,11 @@ class _Inferer:
             return True
         if isinstance(node, gast.Name):
             return node.id in self.constants
-        if isinstance(node, gast.Call):
-            return (isinstance(node.func, gast.Name) and node.func.id in (
-                        CONSTANT_BUILTINS | _ORDERING)
-                    and anno.get(node.func, Key.KIND) == Kind.HOST_FN and not node.keywords
-                    and bool(node.args)
-                    and all(anno.get(a, Key.CONSTANT, False) for a in node.args))
+        if isinstance(node, gast.Call):  # (or `isinstance(loss, Loss)`: chainkinds)
+            return chainkinds.fixed_isinstance(self, node) or (
+                isinstance(node.func, gast.Name) and node.func.id in CONSTANT_BUILTINS | _ORDERING
+                and anno.get(node.func, Key.KIND) == Kind.HOST_FN and not node.keywords
+                and bool(node.args) and all(anno.get(a, Key.CONSTANT, False) for a in node.args))
         if isinstance(node, (gast.BinOp, gast.UnaryOp, gast.Compare, gast.BoolOp, gast.IfExp,
                              gast.Tuple, gast.Subscript)):
             return all(anno.get(c, Key.CONSTANT, False) for c in nodes.children(node)

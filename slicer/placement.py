@@ -269,7 +269,10 @@ class _Placer:
         ok = ok and (sequence or anno.get(header, Key.CONSTANT) and all(
             n.id in self.both or n.id in self.fixed or n.id == "range"
             or (n.id in CONSTANT_BUILTINS and n.id not in self.locals)  # int(x.shape[1])
-            or (n.id in ("enumerate", "zip", "reversed") and n.id not in self.locals)
+            or (n.id in ("enumerate", "zip", "reversed", "isinstance")
+                and n.id not in self.locals)
+            or anno.has(n, Key.PATH)  # `isinstance(loss, ...)`: an object argument, guarded
+            or anno.get(n, Key.KIND) == Kind.TF_MODULE  # `tf.keras.losses.Loss`
             for n in _unfixed(header) if isinstance(n, gast.Name)))
         if not ok or any(isinstance(n, _LEAVES) for n in _same_scope(stmt)):
             return False

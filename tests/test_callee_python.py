@@ -324,3 +324,31 @@ def test_a_layer_whose_call_takes_kwargs_is_judged_without_crashing_the_slicer()
         np.testing.assert_array_equal(sliced(X4).numpy(), step(X4).numpy())
     reasons = " ".join(sliced.stats()["fallbacks"])
     assert "slicer-error" not in reasons and "cannot unpack" not in reasons, reasons
+
+
+def test_isinstance_of_an_object_argument_inside_the_tape_takes_its_branch():
+    """d2l's train_epoch_ch3: `if isinstance(loss, tf.keras.losses.Loss):` inside the tape.
+    The call key holds the object's identity, so the test is fixed for the call: the branch
+    it takes replaces the `if` (was: 'a loop, if or sliced call the host decides inside a
+    TF with block', every call eager)."""
+    def make(log):
+        w = tf.Variable(np.ones((4, 1), np.float32))
+        opt = tf.keras.optimizers.SGD(0.1)
+        keras_loss = tf.keras.losses.MeanSquaredError()
+
+        def plain_loss(y_hat, y):
+            return tf.reduce_mean(tf.abs(y_hat - y))
+
+        def step(x, y, loss, updater):
+            with tf.GradientTape() as tape:
+                y_hat = tf.matmul(x, w)
+                if isinstance(loss, tf.keras.losses.Loss):
+                    value = loss(y, y_hat)
+                else:
+                    value = loss(y_hat, y)
+            updater.apply_gradients(zip(tape.gradient(value, [w]), [w]))
+            return value
+        y = Y4[:, :1]
+        calls = [(X4, y, keras_loss, opt)] * 4 + [(X4, y, plain_loss, opt)] * 4
+        return step, {"w": w}, calls
+    check(make, None, graph_calls=6)  # 2 profile calls: one per loss object

@@ -245,7 +245,8 @@ class SlicedFunction:
             key = self.keys.key(values)
             if self.cache.get(key) is not None or key in self.cache.refused:
                 return AGAIN
-            self.unsliced_keys += 1
+            if key not in self.cache.profiles:  # a key not met before
+                self.unsliced_keys += 1
             if self.unsliced_keys > CHURN:
                 return self._churned(args, kwargs)
             return self._profile_and_build(key, dict(values), args, kwargs)
