@@ -350,14 +350,16 @@ class Worker:
     def start(self) -> None:
         env = dict(os.environ, GPE_WAIT_TIMEOUT=str(self.wait_timeout),
                    TF_CPP_MIN_LOG_LEVEL="2", PYTHONHASHSEED="0")
+        import gpe  # the worker imports the gpe this process does (a checkout's, from its root)
+        home = os.path.dirname(os.path.dirname(os.path.abspath(gpe.__file__)))
+        env["PYTHONPATH"] = os.pathsep.join([home] + [p for p in env.get(
+            "PYTHONPATH", "").split(os.pathsep) if p])
         self.stderr = tempfile.NamedTemporaryFile("w+", prefix="gpe-fuzz-worker-",
                                                   suffix=".log", delete=False)
         code = f"import sys; sys.path.insert(0, {TESTS!r}); from fuzz.differential import serve; serve()"
         self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.stderr,
-                                     # not the repository root: its folder gpe/ would
-                                     # shadow the installed namespace
-                                     cwd=TESTS,
+                                     cwd=TESTS, env=env,
                                      text=True, bufsize=1)
         self.served = 0
         line = self._readline(120)
