@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+from side_by_side import side_by_side
+
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "examples")
 
@@ -167,9 +169,10 @@ def test_mirrored_strategy_steps_match_eager_and_slice(tmp_path):
 
 def test_gpe_run_on_a_mirrored_script(tmp_path):
     (tmp_path / "train.py").write_text(textwrap.dedent(SCRIPT))
-    plain = _run([sys.executable, "train.py"], tmp_path)
+    plain, sliced = side_by_side(
+        lambda: _run([sys.executable, "train.py"], tmp_path),
+        lambda: _run([sys.executable, "-m", "gpe.cli", "run", "--report", "train.py"], tmp_path))
     assert plain.returncode == 0, plain.stderr[-2000:]
-    sliced = _run([sys.executable, "-m", "gpe.cli", "run", "--report", "train.py"], tmp_path)
     assert sliced.returncode == 0, sliced.stderr[-3000:]
     expected = [l for l in plain.stdout.splitlines() if l.startswith(("losses", "w "))]
     got = [l for l in sliced.stdout.splitlines() if l.startswith(("losses", "w "))]

@@ -12,7 +12,6 @@ Two kinds of tests:
 """
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import subprocess
 import sys
@@ -26,6 +25,7 @@ import tensorflow as tf
 
 import gpe
 from harness import check, differential
+from side_by_side import side_by_side
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -567,8 +567,9 @@ def run_script(args, cwd):
 
 def test_gpe_run_a_script_with_a_subclassed_keras_model(tmp_path):
     (tmp_path / "net.py").write_text(SUBCLASSED_SCRIPT)
-    plain = run_script([sys.executable, "net.py"], tmp_path)
-    sliced = run_script([sys.executable, "-m", "gpe.cli", "run", "net.py"], tmp_path)
+    plain, sliced = side_by_side(
+        lambda: run_script([sys.executable, "net.py"], tmp_path),
+        lambda: run_script([sys.executable, "-m", "gpe.cli", "run", "net.py"], tmp_path))
     assert plain.returncode == 0, plain.stderr[-2000:]
     assert sliced.returncode == 0, sliced.stderr[-2000:]
     assert sliced.stdout == plain.stdout
@@ -641,9 +642,8 @@ def drive(program, modes, steps=STEPS):
     _drive = examples_drive()
     path = _drive.program_path(program)
     with tempfile.TemporaryDirectory() as workdir:
-        with concurrent.futures.ThreadPoolExecutor(len(modes)) as pool:
-            records = dict(zip(modes, pool.map(
-                lambda mode: run_mode(mode, path, steps, False, workdir), modes)))
+        records = dict(zip(modes, side_by_side(
+            *(lambda mode=mode: run_mode(mode, path, steps, False, workdir) for mode in modes))))
     _drive.run_mode = lambda mode, *args, **kwargs: records[mode]
     try:
         return _drive.drive(path, modes, steps, 4, False, None)["modes"]
