@@ -28,3 +28,19 @@ def pytest_configure(config):
     # tests with the others, as `-m ''` does
     if os.environ.get("GPE_EXAMPLES") and config.option.markexpr == "not slow":
         config.option.markexpr = ""
+
+
+def pytest_collection_finish(session):
+    # child processes that some selected tests assert on, started in the background in the
+    # order of their modules (tests/background.py); a job's key is the name of the fixture
+    # or the test that takes its result
+    if session.config.option.collectonly:
+        return
+    import background
+    background.snapshot_environment()
+    for item in session.items:
+        module = getattr(item, "module", None)
+        jobs = getattr(module, "background_jobs", None)
+        for key, fn in (jobs() if jobs else {}).items():
+            if key in getattr(item, "fixturenames", ()) or item.originalname == key:
+                background.start(f"{module.__name__}.{key}", fn)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 
+import background
 from side_by_side import side_by_side
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -142,9 +143,19 @@ def _same(a, b):
     return json.dumps(a) == json.dumps(b)
 
 
-def test_mirrored_strategy_steps_match_eager_and_slice(tmp_path):
-    (tmp_path / "child.py").write_text(f"EXAMPLES = {EXAMPLES!r}\n" + CHILD)
-    proc = _run([sys.executable, "child.py"], tmp_path)
+def _mirrored_child():
+    return background.run_script(f"EXAMPLES = {EXAMPLES!r}\n" + CHILD, timeout=240,
+                                 EXAMPLES=EXAMPLES)
+
+
+def background_jobs():
+    """The child the test below asserts on, started after collection (tests/background.py)."""
+    return {"test_mirrored_strategy_steps_match_eager_and_slice": _mirrored_child}
+
+
+def test_mirrored_strategy_steps_match_eager_and_slice():
+    proc = background.result(f"{__name__}.test_mirrored_strategy_steps_match_eager_and_slice",
+                             _mirrored_child)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))
     out = {tuple(k): v for k, v in json.loads(line[len("RESULT "):])}

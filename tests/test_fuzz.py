@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+import background
 from fuzz.differential import FINDINGS, Worker, run_seeds
 from fuzz.run import parse_seeds
 from side_by_side import side_by_side
@@ -19,14 +20,24 @@ from side_by_side import side_by_side
 SEEDS = parse_seeds(os.environ.get("GPE_FUZZ_SEEDS", "0:40"))
 
 
+def _generated():
+    """The seeds in two workers side by side, each serving every other seed (as `--jobs 2`
+    does), in the order of SEEDS."""
+    halves = side_by_side(*(lambda part=part: run_seeds(part, timeout=90, env=background.env())
+                            for part in (SEEDS[0::2], SEEDS[1::2]) if part))
+    return sorted(sum(halves, []), key=lambda r: SEEDS.index(r.seed))
+
+
+def background_jobs():
+    """The seeds, started after collection (tests/background.py)."""
+    return {"test_generated_programs_match_eager": _generated}
+
+
 @pytest.mark.timeout(900)
 def test_generated_programs_match_eager():
     """Every seed (a seed with a finding becomes a minimal regression test in
     tests/test_fuzz_findings.py, strict xfail until fixed: no seed is left out here)."""
-    # two workers side by side, each serving every other seed (as `--jobs 2` does)
-    results = sorted(sum(side_by_side(*(lambda part=part: run_seeds(part, timeout=90)
-                                        for part in (SEEDS[0::2], SEEDS[1::2]) if part)), []),
-                     key=lambda r: SEEDS.index(r.seed))
+    results = background.result(f"{__name__}.test_generated_programs_match_eager", _generated)
     assert [r.seed for r in results] == SEEDS
     found = [r for r in results if r.status in FINDINGS]
     broken = [r for r in results if r.status == "broken"]
