@@ -21,3 +21,26 @@ if os.path.isfile(os.path.join(_GPE_HOME, "pyproject.toml")):
         [_GPE_HOME] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+
+def pytest_configure(config):
+    # GPE_EXAMPLES=1 (the older switch, named in examples/TRAINING_PROGRAMS.md) runs the slow
+    # tests with the others, as `-m ''` does
+    if os.environ.get("GPE_EXAMPLES") and config.option.markexpr == "not slow":
+        config.option.markexpr = ""
+
+
+def pytest_collection_finish(session):
+    # child processes that some selected tests assert on, started in the background in the
+    # order of their modules (tests/background.py); a job's key is the name of the fixture
+    # or the test that takes its result
+    if session.config.option.collectonly:
+        return
+    import background
+    background.snapshot_environment()
+    for item in session.items:
+        module = getattr(item, "module", None)
+        jobs = getattr(module, "background_jobs", None)
+        for key, fn in (jobs() if jobs else {}).items():
+            if key in getattr(item, "fixturenames", ()) or item.originalname == key:
+                background.start(f"{module.__name__}.{key}", fn)

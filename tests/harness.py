@@ -10,6 +10,7 @@ import collections
 import contextlib
 import inspect
 import io
+import os
 import re
 import signal
 import sys
@@ -20,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 import gpe
+from gpe import cli
 from gpe.host.runtime.opcount import eager_ops, user_ops
 
 
@@ -179,6 +181,24 @@ def differential(program) -> list:
     for what, a, b in zip(("results", "variables", "side effects", "printed"), eager, under):
         assert same(a, b), f"{what}: eager {a!r}, gpe {b!r}"
     return made
+
+
+def gpe_cli(cwd, *args) -> tuple[int, str]:
+    """`gpe ARGS` run in this process from `cwd` (gpe.cli.main, as `python -m gpe.cli` runs
+    it; tests/test_run.py runs that entry point itself): (exit status, stderr). An exception
+    main lets out is raised here, where the command would have printed a traceback."""
+    here, path, err = os.getcwd(), list(sys.path), io.StringIO()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                status = cli.main(list(args))
+            except SystemExit as exc:  # argparse's errors
+                status = exc.code
+    finally:
+        os.chdir(here)
+        sys.path[:] = path  # `explain FILE:...` puts FILE's folder first
+    return status, err.getvalue()
 
 
 def default_sigint() -> None:

@@ -13,6 +13,7 @@ import pytest
 from gpe import cli
 from gpe.bench_program import run_metrics
 from gpe.compare import compare, verdict
+from side_by_side import side_by_side
 
 TINY = textwrap.dedent('''
     import os
@@ -166,8 +167,12 @@ def run_bench(tmp_path, *args, env=None):
 def test_bench_runs_a_program_three_ways_and_reports_a_planted_difference(tmp_path):
     (tmp_path / "tiny.py").write_text(TINY)
     plot = importlib.util.find_spec("matplotlib") is not None
-    done = run_bench(tmp_path, "tiny.py", "--steps", "8", "--repeats", "1", "--json", "out.json",
-                     *(["--plot", "steps.png"] if plot else []))
+    # the planted run (below) side by side with this one: each its own bench and children
+    done, planted = side_by_side(
+        lambda: run_bench(tmp_path, "tiny.py", "--steps", "8", "--repeats", "1", "--json",
+                          "out.json", *(["--plot", "steps.png"] if plot else [])),
+        lambda: run_bench(tmp_path, "tiny.py", "--steps", "8", "--repeats", "1",
+                          env={"PLANT": "1"}))
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     for way in ("eager", "tf.function", "gpe"):  # progress on stderr
         assert f"[tiny] {way}, run 1 of 1" in done.stderr
@@ -195,8 +200,6 @@ def test_bench_runs_a_program_three_ways_and_reports_a_planted_difference(tmp_pa
     assert {"eager_calls", "fallback_overhead", "reasons", "calibration"} <= set(gpe_row)
     if plot:
         assert (tmp_path / "steps.png").read_bytes()[:4] == b"\x89PNG"
-    planted = run_bench(tmp_path, "tiny.py", "--steps", "8", "--repeats", "1",
-                        env={"PLANT": "1"})
     assert planted.returncode == 1, planted.stdout + planted.stderr[-3000:]
     gpe_line = next(line for line in planted.stdout.splitlines() if line.startswith("| gpe "))
     assert "DIFFERS: losses" in gpe_line, planted.stdout

@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+from side_by_side import side_by_side
+
 MODULE = """
 import tensorflow as tf
 import gpe
@@ -121,11 +123,12 @@ def test_methods_extract_and_bind_the_called_objects_variables(tmp_path):
     assert "mlib.nets.Net.step ... ok" in done.stderr
     assert "mlib.nets.NeedsArgs.__call__ ... skipped: a method of NeedsArgs: no instance" \
         in done.stderr
-    inspected = run([sys.executable, "-m", "gpe.cli", "inspect", out], tmp_path)
+    (tmp_path / "client.py").write_text(textwrap.dedent(CLIENT))
+    inspected, client = side_by_side(  # both only read the bundle
+        lambda: run([sys.executable, "-m", "gpe.cli", "inspect", out], tmp_path),
+        lambda: run([sys.executable, "client.py", out], tmp_path))
     assert "captures self.variables[0] net/b:0 float32[4]" in inspected.stdout or \
         "captures self.variables[1] net/b:0 float32[4]" in inspected.stdout, inspected.stdout
-    (tmp_path / "client.py").write_text(textwrap.dedent(CLIENT))
-    client = run([sys.executable, "client.py", out], tmp_path)
     assert client.returncode == 0, client.stderr[-3000:]
     report = json.loads(client.stdout.splitlines()[-1])
     assert report["loaded"] == ["mlib.nets.Net.__call__", "mlib.nets.Net.step"]

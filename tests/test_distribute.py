@@ -8,6 +8,9 @@ import subprocess
 import sys
 import textwrap
 
+import background
+from side_by_side import side_by_side
+
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "examples")
 
@@ -140,9 +143,19 @@ def _same(a, b):
     return json.dumps(a) == json.dumps(b)
 
 
-def test_mirrored_strategy_steps_match_eager_and_slice(tmp_path):
-    (tmp_path / "child.py").write_text(f"EXAMPLES = {EXAMPLES!r}\n" + CHILD)
-    proc = _run([sys.executable, "child.py"], tmp_path)
+def _mirrored_child():
+    return background.run_script(f"EXAMPLES = {EXAMPLES!r}\n" + CHILD, timeout=240,
+                                 EXAMPLES=EXAMPLES)
+
+
+def background_jobs():
+    """The child the test below asserts on, started after collection (tests/background.py)."""
+    return {"test_mirrored_strategy_steps_match_eager_and_slice": _mirrored_child}
+
+
+def test_mirrored_strategy_steps_match_eager_and_slice():
+    proc = background.result(f"{__name__}.test_mirrored_strategy_steps_match_eager_and_slice",
+                             _mirrored_child)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))
     out = {tuple(k): v for k, v in json.loads(line[len("RESULT "):])}
@@ -167,9 +180,10 @@ def test_mirrored_strategy_steps_match_eager_and_slice(tmp_path):
 
 def test_gpe_run_on_a_mirrored_script(tmp_path):
     (tmp_path / "train.py").write_text(textwrap.dedent(SCRIPT))
-    plain = _run([sys.executable, "train.py"], tmp_path)
+    plain, sliced = side_by_side(
+        lambda: _run([sys.executable, "train.py"], tmp_path),
+        lambda: _run([sys.executable, "-m", "gpe.cli", "run", "--report", "train.py"], tmp_path))
     assert plain.returncode == 0, plain.stderr[-2000:]
-    sliced = _run([sys.executable, "-m", "gpe.cli", "run", "--report", "train.py"], tmp_path)
     assert sliced.returncode == 0, sliced.stderr[-3000:]
     expected = [l for l in plain.stdout.splitlines() if l.startswith(("losses", "w "))]
     got = [l for l in sliced.stdout.splitlines() if l.startswith(("losses", "w "))]

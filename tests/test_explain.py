@@ -1,13 +1,13 @@
 """`gpe.explain` and `gpe explain FILE:FUNCTION`."""
 import io
 import os
-import subprocess
 import sys
 import textwrap
 
 import tensorflow as tf
 
 import gpe
+from side_by_side import run_all
 
 W = tf.Variable(tf.ones([3, 1]))
 
@@ -63,18 +63,14 @@ def test_cli_explain(tmp_path):
             return tf.nn.relu(h)
     """))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run([sys.executable, "-m", "gpe.cli", "explain", f"{script}:forward"],
-                          capture_output=True, text=True, timeout=120, env=env,
-                          cwd=tmp_path)
+    done, bad, helptext = run_all(
+        *([sys.executable, "-m", "gpe.cli", "explain", arg]
+          for arg in (f"{script}:forward", f"{script}:nope", "--help")),
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "forward" in done.stdout and "tf.matmul" in done.stdout
     assert "out: h (TF->host)" in done.stdout
-    bad = subprocess.run([sys.executable, "-m", "gpe.cli", "explain", f"{script}:nope"],
-                         capture_output=True, text=True, timeout=120, env=env,
-                          cwd=tmp_path)
     assert bad.returncode != 0 and "no function 'nope'" in bad.stderr
-    helptext = subprocess.run([sys.executable, "-m", "gpe.cli", "explain", "--help"],
-                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert "FILE:FUNCTION" in helptext.stdout
 
 

@@ -6,24 +6,35 @@ The programs run in a child process (one for many seeds, replaced after a hang),
 is a failure here, not a stuck test run. `GPE_FUZZ_SEEDS=a:b` runs other seeds; long runs:
 `python -m tests.fuzz.run --seeds 0:1000`.
 """
+import concurrent.futures
 import os
 import time
 
 import pytest
 
+import background
 from fuzz.differential import FINDINGS, Worker, run_seeds
 from fuzz.run import parse_seeds
-
-# seeds with a finding at HEAD (each with its suspected cause): regression tests once fixed
-# (tests/test_fuzz_findings.py)
-KNOWN_FAILING: dict[int, str] = {}
 
 SEEDS = parse_seeds(os.environ.get("GPE_FUZZ_SEEDS", "0:40"))
 
 
+def _generated():
+    """The seeds in one worker (in the background it has the second core to itself)."""
+    return run_seeds(SEEDS, timeout=90, env=background.env())
+
+
+def background_jobs():
+    """The seeds, started after collection (tests/background.py)."""
+    return {"test_generated_programs_match_eager": _generated}
+
+
 @pytest.mark.timeout(900)
 def test_generated_programs_match_eager():
-    results = run_seeds([s for s in SEEDS if s not in KNOWN_FAILING], timeout=90)
+    """Every seed (a seed with a finding becomes a minimal regression test in
+    tests/test_fuzz_findings.py, strict xfail until fixed: no seed is left out here)."""
+    results = background.result(f"{__name__}.test_generated_programs_match_eager", _generated)
+    assert [r.seed for r in results] == SEEDS
     found = [r for r in results if r.status in FINDINGS]
     broken = [r for r in results if r.status == "broken"]
     assert not broken, f"the generator wrote programs that do not run: {broken[:3]}"
@@ -31,15 +42,6 @@ def test_generated_programs_match_eager():
     assert sliced >= len(results) * 0.6, f"only {sliced} of {len(results)} programs sliced"
     assert not found, "\n".join(f"seed {r.seed} [{r.mode}] {r.status}: {r.detail[:500]}"
                                 for r in found)
-
-
-@pytest.mark.timeout(900)
-@pytest.mark.xfail(strict=False, reason="findings at HEAD, see KNOWN_FAILING")
-@pytest.mark.skipif(not KNOWN_FAILING, reason="no known failing seeds")
-@pytest.mark.parametrize("seed", sorted(KNOWN_FAILING))
-def test_known_failing_seed(seed):
-    (result,) = run_seeds([seed], timeout=90)
-    assert result.status not in FINDINGS, f"{KNOWN_FAILING[seed]}: {result.detail[:500]}"
 
 
 # a program that never ends eagerly either: the generator wrote it (its loop's body undoes
@@ -81,6 +83,7 @@ def test_a_program_that_never_ends_eagerly_is_broken_not_a_gpe_hang():
 # runs them all in a row, as a long run does, and must report each with its seed, replace
 # itself after the hang and the crash, and go on giving the right answer
 PLANTED = """\
+import concurrent.futures
 import os
 import time
 import tensorflow as tf
@@ -98,11 +101,12 @@ def main(x, n, flag, scale):
         {plant}
     return t
 """
+HANG_S = 6  # the planted hang's time limit under gpe (the others': 20 s): any limit finds it
 PLANTS = {
     "same": ("pass", "same", ""),
     "diff": ("V_s.assign_add(1.0)", "diff", "variable V_s"),
     "gpe_error": ("raise KeyError('planted')", "gpe_error", "KeyError"),
-    "hang": ("time.sleep(3600)", "hang", "no answer in 20 s under gpe"),
+    "hang": ("time.sleep(3600)", "hang", f"no answer in {HANG_S} s under gpe"),
     "crash": ("os._exit(7)", "gpe_error", "crash: the worker died under gpe (exit status 7)"),
 }
 ARGS = [([0.5, 1.0, 1.5], 1, False, 0.5)] * 2 + [([0.25, -1.0, 1.5], 2, True, 0.5)] * 3
@@ -112,20 +116,27 @@ ARGS = [([0.5, 1.0, 1.5], 1, False, 0.5)] * 2 + [([0.25, -1.0, 1.5], 2, True, 0.
 def test_planted_findings_are_caught_by_one_worker_in_a_row():
     worker = Worker(recycle=100)
     pids, results = [], {}
-    try:
-        # a generated seed before, between and after the planted ones: the worker's state
-        # after each finding does not change the next program's result
-        order = ["same", 0, "diff", "gpe_error", 1, "hang", 2, "crash", 3]
-        for number, item in enumerate(order):
-            if isinstance(item, int):
-                results[item] = worker.request({"seed": item}, timeout=90)
-            else:
-                source = PLANTED.replace("{plant}", PLANTS[item][0])
-                results[item] = worker.request({"source": source, "args": ARGS,
-                                                "seed": 900 + number}, timeout=20)
-            pids.append(worker.proc.pid if worker.proc else None)
-    finally:
-        worker.stop()
+    # seed 1 alone in a fresh worker, for the comparison at the end: side by side with the
+    # worker under test (another process either way)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        alone_run = pool.submit(run_seeds, [1], timeout=90, recycle=1)
+        try:
+            # a generated seed before, between and after the planted ones: the worker's state
+            # after each finding does not change the next program's result
+            order = ["same", 0, "diff", "gpe_error", 1, "hang", 2, "crash", 3]
+            for number, item in enumerate(order):
+                if isinstance(item, int):
+                    results[item] = worker.request({"seed": item}, timeout=90)
+                else:
+                    source = PLANTED.replace("{plant}", PLANTS[item][0])
+                    results[item] = worker.request({"source": source, "args": ARGS,
+                                                    "seed": 900 + number},
+                                                   timeout=HANG_S if item == "hang" else 20,
+                                                   eager_timeout=10)
+                pids.append(worker.proc.pid if worker.proc else None)
+        finally:
+            worker.stop()
+        (alone,) = alone_run.result()
     for name, (_, status, detail) in PLANTS.items():
         result = results[name]
         assert result.status == status, (name, result)
@@ -139,7 +150,6 @@ def test_planted_findings_are_caught_by_one_worker_in_a_row():
         assert results[seed].status == "same", results[seed]
     # seed 1 ran in the worker that had run three planted programs (a diff and an error
     # among them): what it did there is what it does in a fresh process
-    (alone,) = run_seeds([1], timeout=90, recycle=1)
     assert (results[1].status, results[1].graph_calls, results[1].helper_graph_calls,
             results[1].calls) == (alone.status, alone.graph_calls, alone.helper_graph_calls,
                                   alone.calls)

@@ -19,7 +19,8 @@ import pytest
 import tensorflow as tf
 
 import gpe
-from harness import default_sigint, plain, run, same
+from harness import default_sigint, gpe_cli, plain, run, same
+from side_by_side import side_by_side
 
 X = tf.constant([1.0, 2.0])
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -101,9 +102,11 @@ def differential(program, min_graph_calls=None):
 
 def run_script(tmp_path, source: str, *args, name="script.py", timeout=180, merge=False,
                cmd=None):
-    """Run `source` as a script in a fresh interpreter; `cmd` replaces `python script`."""
+    """Run `source` as a script in a fresh interpreter; `cmd` replaces `python script`.
+    `source` None: the script already written (runs side by side share one file)."""
     path = tmp_path / name
-    path.write_text(textwrap.dedent(source))
+    if source is not None:
+        path.write_text(textwrap.dedent(source))
     # gpe comes from where this process has it (conftest puts a checkout on PYTHONPATH)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     argv = (cmd or [sys.executable, str(path)]) + list(args)
@@ -112,6 +115,13 @@ def run_script(tmp_path, source: str, *args, name="script.py", timeout=180, merg
                           stdout=subprocess.PIPE if merge else None,
                           stderr=subprocess.STDOUT if merge else None,
                           text=True, timeout=timeout)
+
+
+def eager_and_gpe(tmp_path, source: str, **options):
+    """The script run with argument "eager" and with "gpe", side by side (one file)."""
+    (tmp_path / options.get("name", "script.py")).write_text(textwrap.dedent(source))
+    return side_by_side(*(lambda way=way: run_script(tmp_path, None, way, **options)
+                          for way in ("eager", "gpe")))
 
 
 def marked(text: str, prefix: str = "@ ") -> list[str]:
@@ -332,8 +342,7 @@ def test_item05_tf_print_keeps_its_place_among_host_prints(tmp_path):
     gpe: the sliced calls' tf.print runs in the graph, which nothing orders against later
     host output (the CHECK before the next host statement waits only for ops that can
     fail): "tf 2" and "tf 4" come out after "host end"."""
-    eager = run_script(tmp_path, TF_PRINT, "eager", merge=True)
-    under = run_script(tmp_path, TF_PRINT, "gpe", merge=True)
+    eager, under = eager_and_gpe(tmp_path, TF_PRINT, merge=True)
     assert eager.returncode == 0 and under.returncode == 0, under.stdout[-3000:]
     assert marked(under.stdout, "@@ ") == ["graph_calls 2"], under.stdout[-3000:]
     assert marked(eager.stdout) == marked(under.stdout)
@@ -667,8 +676,7 @@ def test_item10_while_on_a_list_element_ends(tmp_path):
     loop test from its own copy of `y`, still [b]: the test stays True and the loop never
     ends (the script is stopped after 25 s). Cause as item 8: a subscript store is not a
     write of `y` for the slicer."""
-    eager = run_script(tmp_path, LIST_LOOP, "eager")
-    under = run_script(tmp_path, LIST_LOOP, "gpe")
+    eager, under = eager_and_gpe(tmp_path, LIST_LOOP)
     assert eager.returncode == 0, eager.stderr[-2000:]
     assert under.returncode == 0, under.stderr[-3000:]
     assert marked(under.stdout) == marked(eager.stdout) == ["12", "12", "20", "16"]
@@ -736,8 +744,7 @@ def test_item11_gpe_function_inside_tf_function(tmp_path):
     `float(v)` hangs: the aborted trace ran the sliced call's `start_call` in graph mode,
     so the session counts a call sent that never runs and the fence waits for its
     acknowledgement (until GPE_WAIT_TIMEOUT, 600 s; the script is stopped after 45 s)."""
-    eager = run_script(tmp_path, IN_TF_FUNCTION, "eager")
-    under = run_script(tmp_path, IN_TF_FUNCTION, "gpe")
+    eager, under = eager_and_gpe(tmp_path, IN_TF_FUNCTION)
     assert eager.returncode == 0, eager.stderr[-2000:]
     assert marked(eager.stdout)[0] == "first traced call under 10 s True", eager.stdout
     assert under.returncode == 0, under.stderr[-3000:]
@@ -812,8 +819,7 @@ def test_item12_gpe_function_in_a_forked_child(tmp_path):
     gpe: the child inherits the parent's Session (a module global) whose sink and watchdog
     threads did not survive the fork: the first sliced call's dequeue never returns (each
     child is stopped after 15 s, exit status 1)."""
-    eager = run_script(tmp_path, FORK, "eager")
-    under = run_script(tmp_path, FORK, "gpe")
+    eager, under = eager_and_gpe(tmp_path, FORK)
     assert eager.returncode == 0, eager.stderr[-2000:]
     assert under.returncode == 0, under.stderr[-3000:]
     assert marked(under.stdout) == marked(eager.stdout)
@@ -998,10 +1004,11 @@ def test_item15_gpe_run_pickling_and_cli_errors(tmp_path):
     ZeroDivisionError, StatisticsError) instead of one `gpe: ...` line; `gpe run` with no
     arguments says "the following arguments are required: SCRIPT, ARGS" (ARGS is
     optional)."""
-    gpe_cmd = [sys.executable, "-m", "gpe.cli"]
-    plain_run = run_script(tmp_path, POOL, "fork", name="pool.py")
-    under = run_script(tmp_path, POOL, "fork", name="pool.py",
-                       cmd=gpe_cmd + ["run", str(tmp_path / "pool.py")])
+    (tmp_path / "pool.py").write_text(textwrap.dedent(POOL))
+    plain_run, under = side_by_side(
+        lambda: run_script(tmp_path, None, "fork", name="pool.py"),
+        lambda: run_script(tmp_path, None, "fork", name="pool.py", cmd=[
+            sys.executable, "-m", "gpe.cli", "run", str(tmp_path / "pool.py")]))
     assert plain_run.returncode == 0, plain_run.stderr[-2000:]
     assert marked(plain_run.stdout) == ["6.0", "[1, 4, 9]"]
     problems = []
@@ -1009,16 +1016,19 @@ def test_item15_gpe_run_pickling_and_cli_errors(tmp_path):
         problems.append(("gpe run pool.py", under.stderr.strip().splitlines()[-1:]))
     (tmp_path / "mod.py").write_text("import tensorflow as tf\n\ndef f(x):\n    return x * 2\n")
     (tmp_path / "pkg").mkdir()
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    # the CLI's own code in this process (tests/test_run.py runs `python -m gpe.cli`): an
+    # exception it lets out is what printed a traceback
     for args in (["explain", "mod.py:tf"], ["explain", "pkg:f"], ["run", "pkg"],
                  ["bench", "--calls", "-1"], ["bench", "--calls", "0"],
                  ["bench", "--repeats", "0"]):
-        done = subprocess.run(gpe_cmd + args, cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=120)
-        if done.returncode == 0 or "Traceback" in done.stderr:
-            problems.append((" ".join(args), done.stderr.strip().splitlines()[-1:]))
-    done = subprocess.run(gpe_cmd + ["run"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)
-    if "ARGS" in done.stderr.split("required:")[-1]:
-        problems.append(("run (no arguments)", done.stderr.strip().splitlines()[-1:]))
+        try:
+            status, err = gpe_cli(tmp_path, *args)
+        except Exception as exc:  # noqa: BLE001 - the defect: a traceback
+            problems.append((" ".join(args), f"raised {exc!r}"))
+            continue
+        if status == 0:
+            problems.append((" ".join(args), err.strip().splitlines()[-1:]))
+    status, err = gpe_cli(tmp_path, "run")
+    if "ARGS" in err.split("required:")[-1]:
+        problems.append(("run (no arguments)", err.strip().splitlines()[-1:]))
     assert not problems, problems

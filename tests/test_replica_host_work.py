@@ -16,11 +16,10 @@ gpe slices all three (host/distribution/replica_step.py for the second and third
 once per replica in strategy.run's own replica threads, the TF part is one graph traced
 under the strategy."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
+
+import background
 
 CHILD = '''
 import contextlib, io, json
@@ -149,13 +148,18 @@ out.update({f"raising {mode}": raising(mode) for mode in ("eager", "gpe")})
 print("RESULT", json.dumps(out))
 '''
 
+def _child():
+    return background.run_script(CHILD, timeout=400)
+
+
+def background_jobs():
+    """The child the tests below assert on, started after collection (tests/background.py)."""
+    return {"out": _child}
+
+
 @pytest.fixture(scope="module")
-def out(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("replica_host")
-    (tmp / "child.py").write_text(CHILD)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.run([sys.executable, "child.py"], cwd=tmp, capture_output=True,
-                          text=True, timeout=400, env=env)
+def out():
+    proc = background.result(f"{__name__}.out", _child)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])

@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+import background
+
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "examples")
 
@@ -175,13 +177,18 @@ def _same(a, b):
     return json.dumps(a) == json.dumps(b)
 
 
+def _child():
+    return background.run_script(f"EXAMPLES = {EXAMPLES!r}\n" + CHILD, timeout=400)
+
+
+def background_jobs():
+    """The child the tests below assert on, started after collection (tests/background.py)."""
+    return {"out": _child}
+
+
 @pytest.fixture(scope="module")
-def out(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("replica")
-    (tmp / "child.py").write_text(f"EXAMPLES = {EXAMPLES!r}\n" + CHILD)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.run([sys.executable, "child.py"], cwd=tmp, capture_output=True,
-                          text=True, timeout=400, env=env)
+def out():
+    proc = background.result(f"{__name__}.out", _child)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))
     return {tuple(k): v for k, v in json.loads(line[len("RESULT "):])}

@@ -5,6 +5,9 @@ import subprocess
 import sys
 import textwrap
 
+from harness import gpe_cli
+from side_by_side import side_by_side
+
 HELPERS = """
 import tensorflow as tf
 
@@ -55,12 +58,16 @@ def run(args, cwd):
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=240, env=env)
 
 
+def runs(cwd, *commands):
+    """run(command, cwd) for each command, side by side (tests/side_by_side.py)."""
+    return side_by_side(*(lambda c=c: run(c, cwd) for c in commands))
+
+
 def test_gpe_run_matches_plain_python_and_reports(tmp_path):
     (tmp_path / "helpers.py").write_text(textwrap.dedent(HELPERS))
     (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN))
-    plain = run([sys.executable, "train.py", "6"], tmp_path)
-    sliced = run([sys.executable, "-m", "gpe.cli", "run", "--report", "train.py", "6"],
-                 tmp_path)
+    plain, sliced = runs(tmp_path, [sys.executable, "train.py", "6"],
+                         [sys.executable, "-m", "gpe.cli", "run", "--report", "train.py", "6"])
     assert plain.returncode == 0, plain.stderr[-2000:]
     assert sliced.returncode == 0, sliced.stderr[-2000:]
     assert sliced.stdout == plain.stdout
@@ -116,8 +123,8 @@ print([round(float(step(x)), 6) for _ in range(6)], w.numpy().sum(), len(log))
 
 def test_gpe_run_recursion_and_nested_sliced_calls_match_plain_python(tmp_path):
     (tmp_path / "tree.py").write_text(TREE)
-    plain = run([sys.executable, "tree.py"], tmp_path)
-    sliced = run([sys.executable, "-m", "gpe.cli", "run", "--report", "tree.py"], tmp_path)
+    plain, sliced = runs(tmp_path, [sys.executable, "tree.py"],
+                         [sys.executable, "-m", "gpe.cli", "run", "--report", "tree.py"])
     assert plain.returncode == 0 and sliced.returncode == 0, sliced.stderr[-2000:]
     assert sliced.stdout == plain.stdout
     report = sliced.stderr[sliced.stderr.index("gpe report"):]
@@ -126,10 +133,10 @@ def test_gpe_run_recursion_and_nested_sliced_calls_match_plain_python(tmp_path):
 
 def test_gpe_run_passes_exit_status_and_errors(tmp_path):
     (tmp_path / "fail.py").write_text("import sys\nsys.exit(3)\n")
-    assert run([sys.executable, "-m", "gpe.cli", "run", "fail.py"], tmp_path).returncode == 3
-    missing = run([sys.executable, "-m", "gpe.cli", "run", "nope.py"], tmp_path)
+    failed, missing, helptext = runs(tmp_path, *([sys.executable, "-m", "gpe.cli", "run", arg]
+                                                 for arg in ("fail.py", "nope.py", "--help")))
+    assert failed.returncode == 3
     assert missing.returncode != 0 and "no such file" in missing.stderr
-    helptext = run([sys.executable, "-m", "gpe.cli", "run", "--help"], tmp_path)
     assert "SCRIPT" in helptext.stdout and "--report" in helptext.stdout
 
 
@@ -228,9 +235,8 @@ def test_gpe_run_on_a_keras_subclassed_model_script(tmp_path):
     """Constructors, `build` and properties stay as they are (wrapping them crashed Keras);
     the custom step runs sliced with the user's model in its TF part; `fit` works."""
     (tmp_path / "keras_train.py").write_text(KERAS_SCRIPT)
-    plain = run([sys.executable, "keras_train.py"], tmp_path)
-    sliced = run([sys.executable, "-m", "gpe.cli", "run", "--report", "keras_train.py"],
-                 tmp_path)
+    plain, sliced = runs(tmp_path, [sys.executable, "keras_train.py"],
+                         [sys.executable, "-m", "gpe.cli", "run", "--report", "keras_train.py"])
     assert plain.returncode == 0, plain.stderr[-2000:]
     assert sliced.returncode == 0, sliced.stderr[-2000:]
     assert sliced.stdout == plain.stdout
@@ -268,8 +274,8 @@ def test_gpe_run_functions_pickle_by_name(tmp_path):
     wrapper here, the plain function in a spawned child); a sliced bound method as a bound
     method (its instance and name)."""
     (tmp_path / "pickling.py").write_text(PICKLING)
-    plain = run([sys.executable, "pickling.py"], tmp_path)
-    sliced = run([sys.executable, "-m", "gpe.cli", "run", "pickling.py"], tmp_path)
+    plain, sliced = runs(tmp_path, [sys.executable, "pickling.py"],
+                         [sys.executable, "-m", "gpe.cli", "run", "pickling.py"])
     assert plain.returncode == 0 and sliced.returncode == 0, sliced.stderr[-2000:]
     assert sliced.stdout == plain.stdout == "True 3.0\n[1, 4, 9] [2.0]\n"
 
@@ -281,11 +287,11 @@ def test_gpe_cli_bad_input_is_one_line_and_status_2(tmp_path):
              ("run", "pkg"): "not a file", ("bench", "--calls", "0"): "--calls must be",
              ("bench", "--repeats", "-2"): "--repeats must be"}
     for args, message in cases.items():
-        done = run([sys.executable, "-m", "gpe.cli", *args], tmp_path)
-        last = done.stderr.strip().splitlines()[-1]
-        assert done.returncode == 2 and last.startswith("gpe: ") and message in last, (args, last)
-    bare = run([sys.executable, "-m", "gpe.cli", "run"], tmp_path)
-    assert bare.returncode == 2 and bare.stderr.strip().endswith("required: SCRIPT")
+        status, err = gpe_cli(tmp_path, *args)
+        last = err.strip().splitlines()[-1]
+        assert status == 2 and last.startswith("gpe: ") and message in last, (args, last)
+    status, err = gpe_cli(tmp_path, "run")
+    assert status == 2 and err.strip().endswith("required: SCRIPT")
 
 
 MODULE_SCRIPT = """
@@ -345,8 +351,8 @@ def test_gpe_run_slices_a_tf_module_call(tmp_path):
     inside the step it is part of the step's TF part; a plain class's `__call__` becomes
     plain Python, a Keras layer's is left to Keras."""
     (tmp_path / "modules.py").write_text(MODULE_SCRIPT)
-    plain = run([sys.executable, "modules.py"], tmp_path)
-    sliced = run([sys.executable, "-m", "gpe.cli", "run", "--report", "modules.py"], tmp_path)
+    plain, sliced = runs(tmp_path, [sys.executable, "modules.py"],
+                         [sys.executable, "-m", "gpe.cli", "run", "--report", "modules.py"])
     assert plain.returncode == 0, plain.stderr[-2000:]
     assert sliced.returncode == 0, sliced.stderr[-2000:]
     assert sliced.stdout == plain.stdout
@@ -377,9 +383,10 @@ def test_an_error_in_the_script_is_told_as_python_tells_it(tmp_path):
     (tmp_path / "helper.py").write_text("def go():\n    raise KeyError('deep')\n")
     (tmp_path / "fails.py").write_text(textwrap.dedent(FAILING))
     (tmp_path / "typo.py").write_text("def f(x)\n    return x\n")
-    for script in ("fails.py", "typo.py"):
-        plain = run([sys.executable, script], tmp_path)
-        sliced = run([sys.executable, "-m", "gpe.cli", "run", script], tmp_path)
+    done = runs(tmp_path, *([sys.executable, script] for script in ("fails.py", "typo.py")),
+                *([sys.executable, "-m", "gpe.cli", "run", script]
+                  for script in ("fails.py", "typo.py")))
+    for script, plain, sliced in zip(("fails.py", "typo.py"), done[:2], done[2:]):
         assert plain.returncode == 1 and plain.stderr.startswith(("Traceback", "  File"))
         # (gpe imports TensorFlow, whose C++ start-up lines come first on stderr)
         assert sliced.returncode == 1 and sliced.stderr.endswith("\n" + plain.stderr), script

@@ -6,14 +6,16 @@ Two kinds of tests:
   examples/ under gpe. Each is marked xfail(strict=True) with the finding: when the engine
   is fixed the test passes and pytest reports it, so the mark must go;
 - every program of examples/ under gpe (one process eagerly, one with its step functions
-  wrapped) matches eager and (xfail where it does not yet) runs every call after its
-  profile calls sliced; with GPE_EXAMPLES=1 also unmodified under `gpe run`.
+  wrapped) matches eager and runs every call after its profile calls sliced, and runs
+  unmodified under `gpe run` with eager's results: a sample in the suite, the whole table
+  with `python -m pytest -m slow tests/test_training_programs.py` (below).
 """
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import tempfile
 import warnings
 
 import keras
@@ -22,7 +24,8 @@ import pytest
 import tensorflow as tf
 
 import gpe
-from harness import check
+from harness import check, differential
+from side_by_side import side_by_side
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -55,16 +58,31 @@ def test_a_host_value_computed_before_a_tape_reaches_the_tf_part():
     check(make, [()] * 6)
 
 
-def test_a_sliced_call_under_an_outer_tape_gives_eager_gradients():
-    w = tf.Variable([1.0, 2.0])
+def test_a_sliced_function_called_under_an_outer_tape_runs_eagerly_with_eager_gradients():
+    """A function that runs sliced outside a tape runs eagerly while a tape records (the
+    tape must see its ops): its values and the tape's gradients are eager's, the calls
+    made outside the tape in between still run sliced, and each call under the tape is
+    counted eager with its reason. (All its calls under the tape, as this test had them,
+    it never ran sliced at all.)"""
+    def program(wrap, log):
+        w = tf.Variable([1.0, 2.0])
 
-    def penalty():
-        return 0.5 * tf.reduce_sum(w * w)
-    sliced = gpe.function(penalty, adaptive=False)
-    for _ in range(6):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_sum(w) + sliced()
-        np.testing.assert_array_equal(tape.gradient(loss, w).numpy(), (1.0 + w).numpy())
+        def penalty():
+            return 0.5 * tf.reduce_sum(w * w)
+        fn = wrap(penalty)
+        out = []
+        for _ in range(6):
+            out.append(fn())  # no tape: sliced (after the profile call)
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(w) + fn()
+            grad = tape.gradient(loss, w)
+            out.append(grad)
+            w.assign_sub(0.1 * grad)  # the next calls read the new w
+        return out, {"w": w}
+    (made,) = differential(program)
+    stats = made.stats()
+    assert stats["profile_calls"] == 1 and stats["graph_calls"] == 5, stats
+    assert stats["fallbacks"] == {"called while a GradientTape is recording": 6}, stats
 
 
 class Leaf:
@@ -549,8 +567,9 @@ def run_script(args, cwd):
 
 def test_gpe_run_a_script_with_a_subclassed_keras_model(tmp_path):
     (tmp_path / "net.py").write_text(SUBCLASSED_SCRIPT)
-    plain = run_script([sys.executable, "net.py"], tmp_path)
-    sliced = run_script([sys.executable, "-m", "gpe.cli", "run", "net.py"], tmp_path)
+    plain, sliced = side_by_side(
+        lambda: run_script([sys.executable, "net.py"], tmp_path),
+        lambda: run_script([sys.executable, "-m", "gpe.cli", "run", "net.py"], tmp_path))
     assert plain.returncode == 0, plain.stderr[-2000:]
     assert sliced.returncode == 0, sliced.stderr[-2000:]
     assert sliced.stdout == plain.stdout
@@ -587,45 +606,67 @@ def test_gpe_run_report_says_why_a_function_with_tf_work_ran_eagerly(tmp_path):
     assert "unsupported-statement" in report and "refused.py:9" in report, report
 
 
-# --- the example programs (slow) -------------------------------------------------------
+# --- the example programs -------------------------------------------------------------
+# The example table: each program of examples/ eagerly and under gpe (one process each,
+# the two side by side), and unmodified under `gpe run`. A sample runs in the suite, one
+# program of each style (a subclassed Keras model with its trainer object and metrics;
+# `.numpy()` and NumPy mid-step; batches from a Python generator with an exception the
+# loop catches); the whole table is marked slow, deselected by default:
+#     python -m pytest -m slow tests/test_training_programs.py tests/test_gpe_run_steady.py
+# (docs/internals.md, "Working on gpe"; GPE_EXAMPLES=1 selects it too)
 
 PROGRAMS = ["keras_custom_step", "sequential_host_in_tape", "gan", "vae", "lstm_lm",
             "attention_seq", "policy_gradient", "dqn", "tree_rnn", "tfdata_last_batch",
             "lr_schedule_object", "numpy_mid_step", "lenet_cnn", "generator_batches"]
-# programs whose steady-state calls all run sliced under gpe today (lenet_cnn since
-# oneDNN's layout pass no longer merges its conv bias gradients: tfprog/exact.py)
-SLICED = set(PROGRAMS)
-# programs `gpe run` runs to the end with eager's results today
-RUNS_UNDER_GPE_RUN = set(PROGRAMS)
+SAMPLE = ["keras_custom_step", "numpy_mid_step", "generator_batches"]
 STEPS = 16
 
-slow = pytest.mark.skipif(not os.environ.get("GPE_EXAMPLES"),
-                          reason="slow: set GPE_EXAMPLES=1 to run the example programs")
+slow = pytest.mark.slow
 
 
-def drive(program, modes):
+def examples_drive():
+    """examples/_drive.py as a module."""
     sys.path.insert(0, EXAMPLES)
     try:
         import _drive
     finally:
         sys.path.remove(EXAMPLES)
-    return _drive.drive(_drive.program_path(program), modes, STEPS, 4, False, None)["modes"]
+    return _drive
 
 
-def expect(condition: bool, reason: str):
-    return [] if condition else [pytest.mark.xfail(strict=True, reason=reason)]
+def drive(program, modes, steps=STEPS):
+    """examples/_drive.py's summary of `program` run each of `modes` ways; the ways' child
+    processes run side by side (each is its own process either way), then _drive compares
+    them as it does the records of children it ran in turn."""
+    from gpe.drive import run_mode
+    _drive = examples_drive()
+    path = _drive.program_path(program)
+    with tempfile.TemporaryDirectory() as workdir:
+        records = dict(zip(modes, side_by_side(
+            *(lambda mode=mode: run_mode(mode, path, steps, False, workdir) for mode in modes))))
+    _drive.run_mode = lambda mode, *args, **kwargs: records[mode]
+    try:
+        return _drive.drive(path, modes, steps, 4, False, None)["modes"]
+    finally:
+        _drive.run_mode = run_mode
+
+
+def sampled(programs):
+    """The programs as parameters, those outside SAMPLE marked slow."""
+    return [pytest.param(p, marks=[] if p in SAMPLE else [slow]) for p in programs]
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("program", [
-    pytest.param(p, marks=expect(p in SLICED, "falls back to eager (some calls or all): see "
-                                              "examples/TRAINING_PROGRAMS.md")) for p in PROGRAMS])
+@pytest.mark.parametrize("program", sampled(PROGRAMS))
 def test_example_program_under_gpe(program):
+    """Same results and printed output as eager; every call after the profile calls sliced
+    (every program does so today: a program that falls back fails here)."""
     modes = drive(program, ["eager", "gpe"])
     gpe_row = modes["gpe"]
     assert gpe_row.get("error") is None, gpe_row.get("traceback")
     assert gpe_row["match"] == "identical", gpe_row["match"]
     assert gpe_row["stdout"] == "identical", gpe_row["stdout"]
+    assert gpe_row["stats"], gpe_row  # the program's step functions were found and wrapped
     for label, stats in gpe_row["stats"].items():  # every call but the profile calls sliced
         assert stats["graph_calls"] > 0, (label, stats)
         assert stats["graph_calls"] >= stats["calls"] - stats["profile_calls"], (label, stats)
@@ -633,11 +674,9 @@ def test_example_program_under_gpe(program):
 
 @slow
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("program", [
-    pytest.param(p, marks=expect(p in RUNS_UNDER_GPE_RUN, "gpe run fails or differs: see "
-                                                          "examples/TRAINING_PROGRAMS.md"))
-    for p in PROGRAMS])
+@pytest.mark.parametrize("program", PROGRAMS)
 def test_example_program_under_gpe_run(program):
+    """Unmodified under `gpe run`: runs to the end with eager's results and output."""
     modes = drive(program, ["eager", "gpe-run"])
     row = modes["gpe-run"]
     assert row.get("error") is None, row.get("error")

@@ -342,13 +342,14 @@ class Worker:
     """One child process serving requests, replaced after a hang or a crash, and after
     every `recycle` requests (to bound what a long run leaks)."""
 
-    def __init__(self, wait_timeout: float = 30.0, recycle: int = 100):
+    def __init__(self, wait_timeout: float = 30.0, recycle: int = 100, env: dict | None = None):
         self.wait_timeout, self.recycle = wait_timeout, recycle
+        self.env = env  # the children's environment (default: this process's, at start)
         self.proc = None
         self.served = 0
 
     def start(self) -> None:
-        env = dict(os.environ, GPE_WAIT_TIMEOUT=str(self.wait_timeout),
+        env = dict(self.env or os.environ, GPE_WAIT_TIMEOUT=str(self.wait_timeout),
                    TF_CPP_MIN_LOG_LEVEL="2", PYTHONHASHSEED="0")
         import gpe  # the worker imports the gpe this process does (a checkout's, from its root)
         home = os.path.dirname(os.path.dirname(os.path.abspath(gpe.__file__)))
@@ -434,10 +435,10 @@ class Worker:
 
 
 def run_seeds(seeds, timeout: float = 90.0, calls: int = 6, progress=None,
-              recycle: int = 100) -> list[Result]:
+              recycle: int = 100, env: dict | None = None) -> list[Result]:
     """Each seed in a child process (one child for `recycle` seeds; a new one after a hang
     or a crash)."""
-    worker = Worker(recycle=recycle)
+    worker = Worker(recycle=recycle, env=env)
     results = []
     try:
         for seed in seeds:
