@@ -216,12 +216,16 @@ def _attack_step(log):
     return step
 
 
+def _reset_attack():
+    for conv in ATTACK.convs:
+        conv.kernel.assign(tf.ones((4, 4)))
+        conv.bias.assign(tf.zeros(4))
+    ATTACK.targeted, ATTACK.sizes = True, [0.5, 0.25]
+
+
 def test_a_loop_over_numbers_and_layers_and_a_flag_on_a_global_object():
     def make(log):
-        for conv in ATTACK.convs:
-            conv.kernel.assign(tf.ones((4, 4)))
-            conv.bias.assign(tf.zeros(4))
-        ATTACK.targeted, ATTACK.sizes = True, [0.5, 0.25]
+        _reset_attack()
         variables = {f"{i}{v.name}": v for i, c in enumerate(ATTACK.convs)
                      for v in c.trainable_variables}
         return _attack_step(log), variables
@@ -232,10 +236,7 @@ def test_the_guarded_settings_change_between_calls_as_eager_sees_them():
     import gpe
 
     def run(fn):
-        for conv in ATTACK.convs:
-            conv.kernel.assign(tf.ones((4, 4)))
-            conv.bias.assign(tf.zeros(4))
-        ATTACK.targeted, ATTACK.sizes = True, [0.5, 0.25]
+        _reset_attack()
         out = []
         for i in range(12):
             if i == 5:
