@@ -147,12 +147,18 @@ def test_wheel_adds_only_gpe_to_site_packages(tmp_path):
                    timeout=120)
     site = next(venv.glob("lib/python*/site-packages"))
     before = set(os.listdir(site))
+    # (without the checkout conftest puts on PYTHONPATH for `python -m pytest` from the
+    # root: with a gpe.egg-info a build left there, pip took gpe as installed already)
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
                     "install", "-q", "--no-deps", "--no-index", str(wheel)],
-                   check=True, timeout=120)
+                   check=True, timeout=120, env=clean)
     added = set(os.listdir(site)) - before
     assert {a for a in added if not a.endswith(".dist-info")} == {"gpe"}, added
     assert (venv / "bin" / "gpe").is_file()  # the command
+    # (every subpackage is in the wheel: host's concerns too)
+    assert {p.parent.name for p in (site / "gpe" / "host").glob("*/__init__.py")} == \
+        {p.parent.name for p in (ROOT / "host").glob("*/__init__.py")}
     for sub in ("slicer", "host", "tfprog"):
         assert (site / "gpe" / sub / "__init__.py").is_file()
     # and the installed copy imports as one namespace (this interpreter has its dependencies)
