@@ -28,6 +28,8 @@ _USER = frozenset({Kind.HOST, Kind.SLICED_FN, Kind.HOST_ONLY})
 
 def traceable(call: gast.Call, parsed: Parsed, facts: Facts, callee: Callable | None
               ) -> bool:
+    if _prints_host_data(call, parsed, facts):
+        return False
     for arg in [*call.args, *(k.value for k in call.keywords)]:
         if isinstance(arg, gast.Lambda):
             continue  # an expression: its calls were given kinds like any other
@@ -47,6 +49,18 @@ def traceable(call: gast.Call, parsed: Parsed, facts: Facts, callee: Callable | 
         if isinstance(arg, gast.Attribute) and _root(arg) in facts.objects:
             anno.set(arg, Key.PATH, _dotted(arg))
     return True
+
+
+def _prints_host_data(call: gast.Call, parsed: Parsed, facts: Facts) -> bool:
+    """`tf.print("x is", x)` with `x` a NumPy array or a list: eagerly tf.print formats it
+    as Python does (`array([1, 2, 3])`), in a graph as a tensor (`[1 2 3]`): such a call
+    stays on the host. (A literal string or number prints the same either way.)"""
+    fn = _value(call.func, parsed, facts)
+    if getattr(fn, "__name__", None) not in ("print", "print_v2") or not str(
+            getattr(fn, "__module__", "")).startswith("tensorflow"):
+        return False
+    return any(anno.get(arg, Key.KIND) == Kind.HOST_DATA and not isinstance(arg, gast.Constant)
+               for arg in call.args)
 
 
 def _root(node: gast.AST) -> str | None:
