@@ -284,8 +284,7 @@ def _pure(body: list[gast.stmt], sent: dict, tests: list, fresh: set) -> bool | 
     effect = False
     for stmt in body:
         if isinstance(stmt, gast.Return):
-            if stmt.value is not None and not _tf_names(stmt.value) and not _tf_value(
-                    stmt.value, sent, fresh):
+            if stmt.value is not None and not _tf_value(stmt.value, sent, fresh):
                 return None
             continue
         if speculated.arithmetic(stmt, sent, tests):
@@ -341,9 +340,3 @@ def _returns_objects(fn: gast.FunctionDef) -> bool:
             if any(anno.get(p, Key.KIND) in (Kind.VARIABLE, Kind.TF_OBJECT) for p in parts):
                 return True
     return False
-
-
-def _tf_names(value: gast.expr) -> bool:
-    if isinstance(value, (gast.Tuple, gast.List)):
-        return all(_tf_names(e) for e in value.elts)
-    return isinstance(value, gast.Name) and anno.get(value, Key.KIND) in TF_KINDS

@@ -58,6 +58,12 @@ META_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "name", "device"})
 STRUCTURAL_BUILTINS = frozenset({"zip", "list", "tuple", "enumerate", "reversed", "dict"})
 """Builtins that only rearrange Python containers: on TF values they run in the TF part."""
 
+ORDERING_BUILTINS = frozenset({"enumerate", "zip", "reversed"})
+"""Builtins that pair or order a sequence: over sequences fixed for the call, fixed too."""
+
+STATIC_META = frozenset({"shape", "dtype", "ndim"})
+"""A TF value's metadata a trace knows (the call key fixes a tensor argument's)."""
+
 CONSTANT_BUILTINS = frozenset({"float", "int", "bool", "abs", "min", "max", "round", "len",
                                "range"})
 """Pure builtins: on values fixed for the call, their result is fixed for the call too."""

@@ -17,16 +17,14 @@ import gast
 
 from . import anno, callsites, chainkinds, fnargs, nodes, reproduced
 from .anno import Key
-from .facts import CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES, STRUCTURAL_BUILTINS, TF_KINDS, Facts, Kind
+from .facts import CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES, ORDERING_BUILTINS, STATIC_META, STRUCTURAL_BUILTINS, TF_KINDS, Facts, Kind
 from .chains import bound_names, chain_root, chain_value, is_range, is_static, mutated_roots, stable, static_value, stored_names
 from .hoist import tf_evaluable
 from .parser import MISSING, Parsed
 
-_STATIC_META = frozenset({"shape", "dtype", "ndim"})
 _SCALAR_BUILTINS = {"float": Kind.PY_SCALAR, "int": Kind.PY_SCALAR, "bool": Kind.PY_SCALAR}
 _DATA_TYPES = (list, dict, tuple, set, str, bytes, type(None))
 _PLAIN = frozenset({Kind.PY_SCALAR, Kind.HOST_DATA})
-_ORDERING = frozenset({"enumerate", "zip", "reversed"})  # constant over constant sequences
 
 CalleeKind = Callable[[Any, "list[Kind]", Facts, list], Optional[Kind]]
 """`callee(fn, arg_kinds, facts, objects)`: TF_OP or TF_EFFECT_OP for a call of `fn` on
@@ -187,7 +185,7 @@ class _Inferer:
             return node.id in self.constants
         if isinstance(node, gast.Call):  # (or `isinstance(loss, Loss)`: chainkinds)
             return chainkinds.fixed_isinstance(self, node) or (
-                isinstance(node.func, gast.Name) and node.func.id in CONSTANT_BUILTINS | _ORDERING
+                isinstance(node.func, gast.Name) and node.func.id in CONSTANT_BUILTINS | ORDERING_BUILTINS
                 and anno.get(node.func, Key.KIND) == Kind.HOST_FN and not node.keywords
                 and bool(node.args) and all(anno.get(a, Key.CONSTANT, False) for a in node.args))
         if isinstance(node, (gast.BinOp, gast.UnaryOp, gast.Compare, gast.BoolOp, gast.IfExp,
@@ -256,7 +254,7 @@ class _Inferer:
         if base in (Kind.TENSOR, Kind.VARIABLE):
             if node.attr in MATERIALIZE_METHODS:
                 return Kind.HOST_FN
-            if node.attr in _STATIC_META and self._exact_tensor_argument(node.value):
+            if node.attr in STATIC_META and self._exact_tensor_argument(node.value):
                 anno.set(node, Key.CONSTANT, True)  # `x.shape[0]`: the call key fixes it
                 return Kind.HOST_DATA
             return Kind.HOST if node.attr in META_ATTRIBUTES else Kind.TF_OP

@@ -17,7 +17,7 @@ import gast
 from . import anno, nodes
 from .anno import Key
 from .errors import Refusal
-from .facts import CONSTANT_BUILTINS, TF_CALLABLES, TF_KINDS, Facts, Kind
+from .facts import CONSTANT_BUILTINS, ORDERING_BUILTINS, TF_CALLABLES, TF_KINDS, Facts, Kind
 from .hoist import is_tf_statement, is_tf_with, tf_evaluable
 from .parser import Parsed
 from .reasons import describe_tf, describe_with, dotted, effect_call, host_reason
@@ -269,8 +269,7 @@ class _Placer:
         ok = ok and (sequence or anno.get(header, Key.CONSTANT) and all(
             n.id in self.both or n.id in self.fixed or n.id == "range"
             or (n.id in CONSTANT_BUILTINS and n.id not in self.locals)  # int(x.shape[1])
-            or (n.id in ("enumerate", "zip", "reversed", "isinstance")
-                and n.id not in self.locals)
+            or (n.id in ORDERING_BUILTINS | {"isinstance"} and n.id not in self.locals)
             or anno.has(n, Key.PATH)  # `isinstance(loss, ...)`: an object argument, guarded
             or anno.get(n, Key.KIND) == Kind.TF_MODULE  # `tf.keras.losses.Loss`
             for n in _unfixed(header) if isinstance(n, gast.Name)))

@@ -30,16 +30,13 @@ import gast
 
 from . import anno, nodes
 from .anno import Key
-from .facts import TF_CALLABLES, TF_KINDS, Kind
+from .facts import CONSTANT_BUILTINS, MATERIALIZE_METHODS, STATIC_META, STRUCTURAL_BUILTINS, TF_CALLABLES, TF_KINDS, Kind
 
-# pure builtins on values fixed for the call (CONSTANT_BUILTINS and the structural ones)
-PURE_BUILTINS = frozenset({"range", "len", "zip", "enumerate", "reversed", "list", "tuple",
-                           "dict", "min", "max", "abs", "sum", "isinstance", "int", "float",
-                           "bool", "round"})
+# pure builtins on values fixed for the call
+PURE_BUILTINS = CONSTANT_BUILTINS | STRUCTURAL_BUILTINS | {"sum", "isinstance"}
 # builtins that would read a tensor's value (allowed on static metadata only)
 _CONVERSIONS = frozenset({"int", "float", "bool", "round", "min", "max", "abs", "sum"})
 _FILLING = frozenset({"append", "extend", "insert"})  # a fresh local list's own methods
-_STATIC_META = frozenset({"shape", "dtype", "ndim"})
 
 
 def fresh_locals(fn: gast.FunctionDef) -> set[str]:
@@ -159,7 +156,7 @@ def _static(arg: gast.expr) -> bool:
     kind = anno.get(arg, Key.KIND)
     if kind not in TF_KINDS:
         return True
-    return any(isinstance(n, gast.Attribute) and n.attr in _STATIC_META
+    return any(isinstance(n, gast.Attribute) and n.attr in STATIC_META
                for n in nodes.walk(arg))
 
 
@@ -172,7 +169,7 @@ def _attribute(node: gast.Attribute, fresh: set[str]) -> bool:
     if base == Kind.TF_MODULE:
         return True
     if base in TF_KINDS:
-        return node.attr not in ("numpy", "tolist", "item", "__array__")
+        return node.attr not in MATERIALIZE_METHODS
     if anno.get(node, Key.KIND) in TF_CALLABLES and base in (Kind.TF_OP, Kind.TF_EFFECT_OP):
         return True  # a method of a TF callable object (a layer's own op)
     return isinstance(node.value, gast.Name) and node.value.id in fresh and \
