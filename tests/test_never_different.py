@@ -40,6 +40,7 @@ def test_tf_print_of_a_numpy_argument_prints_as_eager_does():
     calls = [np.array([1, 2, 3])] * 5
     sliced = gpe.function(show, profile_calls=1)
     assert _printed(sliced, calls) == _printed(show, calls) == ["x is array([1, 2, 3])"] * 5
+    assert sliced.stats()["graph_calls"] == 4  # the rest of the function still sliced
     # the call stays on the host; a tensor argument still prints in the graph
     tensor_calls = [tf.constant([1, 2, 3])] * 5
     again = gpe.function(show, profile_calls=1)
