@@ -73,6 +73,9 @@ class Key(enum.Enum):
             "the TF part reads in the body before any host work there)")
     CARRIED = ("tuple of names on a MIRROR statement: TF values it rebinds that exist before "
                "it (the TF part's loop variables, or the outputs of its branches)")
+    KEPT = ("tuple of names on a MIRROR statement: carried names the host has before it (a "
+            "Python number, say): after it the host keeps its own value unless TF work "
+            "inside rebound the name last (eagerly a zero-trip loop leaves `s = 0` an int)")
     BRANCH = ("bool on a generated function: a branch of an `if` the TF part follows (a "
               "switch traces each branch in turn: what one rebinds stays its own)")
 

@@ -346,9 +346,8 @@ class _Crossings:
             self._send_earlier(send)
         s.on_tf.update(send)
         anno.set(stmt, Key.CARRIED, carried)
-        header = stmt.test if isinstance(stmt, (gast.If, gast.While)) else stmt.iter
-        header_reads = {n.id for n in scope.walk(header) if isinstance(n, gast.Name)
-                        and isinstance(n.ctx, gast.Load)}
+        anno.set(stmt, Key.KEPT, tuple(n for n in carried if n in s.on_host))
+        header_reads = _header_reads(stmt)
         if isinstance(stmt, gast.If):
             self._to_host(sorted(header_reads), stmt)
             self._branches(stmt, carried, host_writes)
@@ -419,6 +418,13 @@ class _Crossings:
         for name in tf_writes - set(carried):
             self.s.side[name] = _LOST
             self.s.on_tf.discard(name)
+
+
+def _header_reads(stmt: gast.stmt) -> set[str]:
+    """The names a MIRROR statement's header (its test or iterable) reads."""
+    header = stmt.test if isinstance(stmt, (gast.If, gast.While)) else stmt.iter
+    return {n.id for n in scope.walk(header) if isinstance(n, gast.Name)
+            and isinstance(n.ctx, gast.Load)}
 
 
 def _merge(ends: list[_State]) -> _State:

@@ -48,7 +48,13 @@ class Follow:
             f"; in: {', '.join(each)} (host->TF, each iteration)" if each else ""))
         w.report(stmt, crossing)
         own = anno.get(stmt, Key.CARRIED, ())
+        kept = {n: f"_gpe_set{k}_{n}" for n in anno.get(stmt, Key.KEPT, ())}
+        for name, flag in kept.items():
+            w.host += templates.replace(f"{flag} = False")
+            w.kept.setdefault(name, []).append(flag)
         names, rescue = self._bodies(stmt, k, each + own, own, live, target)
+        for name, flag in kept.items():
+            w.kept[name].remove(flag)
         alive = f"_gpe_alive{k}"
         result = gast.Tuple(elts=[templates.name(alive, True)] + [
             templates.name(n, True) for n in own], ctx=gast.Store())
@@ -64,7 +70,7 @@ class Follow:
         target += [rest] + templates.replace(
             f"return _gpe_rt.proceed({alive}, _gpe_rest{k}, __c__)",
             __c__=templates.names(carried))
-        w.outputs(stmt, rest.body, [])
+        w.outputs(stmt, rest.body, [], kept)
         return rest.body
 
     def _bodies(self, stmt, k, params, own, live, target):

@@ -48,6 +48,9 @@ class Writer:
         self.rescues: dict[int, int] = {}  # gate or loop channel -> its RESCUE channel
         # gates inside TF `with` blocks (see gate_in_with): (channel, names bound in the block)
         self.with_gates: list[tuple[int, tuple[str, ...]]] = []
+        # names kept by the MIRROR statements being written (Key.KEPT): name -> the host
+        # flags saying TF work rebound it last
+        self.kept: dict[str, list[str]] = {}
 
     def channel(self, kind: ChannelKind, names: tuple[str, ...], lineno: int) -> int:
         index = len(self.channels)
@@ -131,17 +134,30 @@ class Writer:
         self.host.append(check)
         return rescue
 
-    def outputs(self, stmt, target, crossing) -> None:
+    def outputs(self, stmt, target, crossing, kept: dict[str, str] | None = None) -> None:
+        """The TF part sends each of the statement's OUTPUTS after it; the host takes it
+        (a name in `kept` only if its flag says TF work rebound it last)."""
         for name in anno.get(stmt, Key.OUTPUTS, ()):
             k = self.channel(ChannelKind.OUTPUT, (name,), stmt.lineno)
             site = self.site(k)
             target += templates.replace(f"_gpe_rt.output(_gpe_q, {k}, n)", n=name)
             recv = templates.replace(f"n = _gpe_c.recv({site})",
                                      n=templates.name(name, store=True))
+            if kept and name in kept:
+                recv = templates.replace(
+                    f"_gpe_got = _gpe_c.recv({site})\nif {kept[name]}:\n    n = _gpe_got",
+                    n=templates.name(name, store=True))
             if self.rescuable:  # after a rescue the host computed it itself
                 recv = templates.replace("if not _gpe_c.eager:\n    __s__", __s__=recv)
             self.host += _at(stmt, recv)
             crossing.append(f"out: {name} (TF->host)")
+
+    def mark_kept(self, stmt, place_tf: bool) -> None:
+        """After a statement in a MIRROR body that rebinds a kept name: whether the TF part
+        (not the host's own Python) has its latest value."""
+        for name in anno.get(stmt, Key.WRITES, ()):
+            for flag in self.kept.get(name, ()):
+                self.host += templates.replace(f"{flag} = {place_tf}")
 
     def host_order(self, stmt, target) -> None:
         if anno.get(stmt, Key.BARRIER):

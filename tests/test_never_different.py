@@ -1,6 +1,5 @@
 """Never different from eager (issue 29): what the user sees is eager's."""
-import contextlib
-import io
+import collections
 import os
 import sys
 
@@ -47,3 +46,105 @@ def test_tf_print_of_a_numpy_argument_prints_as_eager_does():
     assert _printed(again, tensor_calls) == _printed(show, tensor_calls) == \
         ["x is [1 2 3]"] * 5
     assert again.stats()["graph_calls"] == 4
+
+
+def digits(x):
+    s = 0
+    while x > 0:
+        s = s * 10 + x + 2
+        x -= 1
+    return s
+
+
+def bumped(x):
+    s = 0
+    if x > 0:
+        s = x + 1
+    return s
+
+
+def reset(x):
+    s = 1.5
+    while x > 0:
+        s = x * 2
+        x -= 1
+        s = 7
+    return s
+
+
+@pytest.mark.parametrize("fn", [digits, bumped, reset])
+def test_a_python_number_the_tf_part_never_rebound_stays_a_python_number(fn):
+    """`s = 0; while x > 0: s = ...` with x = 0: eager returns the int 0, sliced calls
+    returned an int32 tensor (AutoGraph's `while_with_local_var`): the TF part carries `s`
+    as a tensor whatever happened. Where no TF statement rebound it (zero iterations, the
+    untaken branch) or host-side Python rebound it last, the host keeps its own value."""
+    sliced = gpe.function(fn, profile_calls=2)
+    for v in [3, 2, 0, 1, 0, 4, 0, 2]:
+        want, got = fn(tf.constant(v)), sliced(tf.constant(v))
+        assert type(got) is type(want) or (tf.is_tensor(got) and tf.is_tensor(want)), v
+        assert np.array_equal(np.asarray(got), np.asarray(want)), v
+    assert sliced.stats()["graph_calls"] == 6
+
+
+class _Pair(list):
+    """A list subclass, as Keras' TrackedList is (`self.state = [h, c]` on a layer)."""
+
+
+_Named = collections.namedtuple("_Named", "h c")
+
+
+@pytest.mark.parametrize("kind", ["tracked", "subclass", "namedtuple"])
+def test_a_container_subclass_of_tensors_passed_to_a_sliced_helper_is_not_frozen(kind):
+    """`helper(TrackedList([x, x * 2.0]))` returned the third call's value from the
+    fourth on (issue 29 item 1): a container that is not exactly list/tuple/dict, taken as
+    an opaque constant. Each call's contents reach the helper, called directly and from a
+    sliced caller, and both run sliced."""
+    from keras.src.utils.tracking import TrackedList
+    make = {"tracked": TrackedList, "subclass": _Pair,
+            "namedtuple": lambda v: _Named(*v)}[kind]
+
+    @gpe.function(profile_calls=1)
+    def helper(state):
+        return state[0] * 1.0 + state[1] * 0.0
+
+    def step(x):
+        return helper(make([x, x * 2.0]))
+
+    caller = gpe.function(step, profile_calls=1)
+    direct = [float(helper(make([tf.constant(float(i)), tf.constant(0.0)]))) for i in range(6)]
+    nested = [float(caller(tf.constant(float(i)))) for i in range(6)]
+    assert direct == nested == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert caller.stats()["graph_calls"] == 5
+    assert helper.stats()["graph_calls"] >= 5
+
+
+def last_of(n):
+    i = 7
+    for i in n:
+        i = i + 1
+    return i
+
+
+def last_of_list(n):
+    i = 7
+    for i in tf.constant(n, dtype=tf.int32):
+        i = i + 1
+    return i
+
+
+def test_a_loop_over_an_empty_tensor_or_a_list_argument_as_eager():
+    """`for i in tf.constant(n)`: with `n = []` sliced calls raised FIFOQueueV2's
+    "component_types of 0" (issue 29), and a list argument `n` reached tf.constant in the
+    TF part as values the host sends, which tracing refused ("Expected int32, but got
+    HostValue"): the function ran eagerly throughout."""
+    calls = [[1, 2], [3, 4], [], [5, 6], [], [8, 9], [], [2, 1]]
+    for fn, arg in ((last_of, lambda n: tf.constant(n, tf.int32)), (last_of_list, list)):
+        sliced = gpe.function(fn, profile_calls=1)
+        for n in calls:
+            want, got = fn(arg(n)), sliced(arg(n))
+            assert type(got) is type(want) or tf.is_tensor(got) and tf.is_tensor(want), n
+            assert np.array_equal(np.asarray(got), np.asarray(want)), n
+        # a tensor: all but the profile call of each shape, (2,) and (0,), ran sliced; a
+        # list, whose length the key does not hold: its channel refuses another length, so
+        # the empty ones ran eagerly
+        assert sliced.stats()["graph_calls"] == (6 if fn is last_of else 4), fn

@@ -394,9 +394,16 @@ class TraceRuntime:
         """tf.constant / tf.convert_to_tensor on a value the host sent (a HostValue)."""
         if shape is not None:
             kwargs["shape"] = shape
-        if not isinstance(value, HostValue):
+        leaves = tf.nest.flatten(value)
+        if not any(isinstance(v, HostValue) for v in leaves):
             return maker(value, dtype=dtype, name=name, **kwargs)
-        tensor = tf.convert_to_tensor(value, dtype=dtype or value._spec.default_dtype)
+        if isinstance(value, HostValue):
+            tensor = tf.convert_to_tensor(value, dtype=dtype or value._spec.default_dtype)
+        else:  # a list of them (`tf.constant(sizes)` of a list argument): packed
+            dtype = dtype or tf.nest.flatten([tf.convert_to_tensor(value)])[0].dtype
+            tensor = tf.convert_to_tensor(tf.nest.map_structure(
+                lambda v: v.__tf_tensor__(dtype) if isinstance(v, HostValue) else v, value),
+                dtype=dtype)
         if shape is None:
             return tensor
         if tensor.shape.rank == 0:
