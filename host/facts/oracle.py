@@ -12,7 +12,7 @@ import inspect
 import threading
 import types
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import tensorflow as tf
@@ -220,38 +220,79 @@ def _keras_all_the_way(obj: Any) -> bool:
 
 
 class Unbuilt(threading.local):
-    """User layers seen unbuilt while classifying (their weights do not exist yet, so their
-    `call` cannot be judged): a plan sliced then is provisional (see host.builder)."""
+    """While a function is sliced (the builder enters it): user layers seen unbuilt while
+    classifying (their weights do not exist yet, so their `call` cannot be judged: a plan
+    sliced then is provisional, see host.builder); and what was found for each layer (by
+    id, the layer kept alive meanwhile), so that a layer reached from many places (a tree
+    of user layers: each is reached from every layer above it) is judged once per slice."""
 
     def __init__(self):
         self.seen: list | None = None
+        self.memo: dict | None = None
 
     def __enter__(self) -> list:
-        self.seen = []
+        self.seen, self.memo = [], {}
         return self.seen
 
     def __exit__(self, *exc) -> None:
-        self.seen = None
+        self.seen = self.memo = None
 
 
 unbuilt = Unbuilt()
 
 
-_judging = threading.local()  # ids of the layers whose `call` is being analysed
+_judging = threading.local()  # the layers whose `call` is being analysed, outermost first
+
+
+def _stack() -> list:
+    return _judging.__dict__.setdefault("stack", [])
+
+
+def _once(what: str, obj: Any, judge: Callable[[], Any]) -> Any:
+    """`judge()`, once per slice for `obj` in this place: an answer depends on whether
+    `obj` is being judged already (inside its own `call`, `self` is host work), and is kept
+    only if no layer judged further out was met again inside it (then it depends on where
+    it was reached from)."""
+    memo, stack = unbuilt.memo, _stack()
+    if memo is None:
+        return judge()
+    ids = [id(o) for o in stack]
+    at = ids.index(id(obj)) if id(obj) in ids else len(stack)
+    key = (what, id(obj), at < len(stack))
+    found = memo.get(key)
+    if found is not None:
+        return found[1]
+    outer, _judging.met = getattr(_judging, "met", len(stack)), len(stack)
+    try:
+        answer = judge()
+        if _judging.met >= at:
+            memo[key] = (obj, answer)
+    finally:
+        _judging.met = min(outer, _judging.met)
+    return answer
+
+
+def _guarded(obj: Any) -> bool:
+    """`obj` is being judged already (met again inside its own `call`); else it is now."""
+    stack = _stack()
+    for i, other in enumerate(stack):
+        if other is obj:
+            _judging.met = min(getattr(_judging, "met", i), i)
+            return True
+    stack.append(obj)
+    return False
 
 
 def _all_tf(layer: Any) -> bool:
     """Every layer in `layer`'s tree is Keras's own or a user's class whose `call` is all
     TF work (and which leaves `__call__` to Keras). A layer met again while its own `call`
     is analysed (`self` inside it) is not TF work there."""
-    judging = _judging.__dict__.setdefault("ids", set())
-    if id(layer) in judging:
+    if _guarded(layer):
         return False
-    judging.add(id(layer))
     try:
-        return _all_tf_below(layer)
+        return _once("layers", layer, lambda: _all_tf_below(layer))
     finally:
-        judging.discard(id(layer))
+        _stack().pop()
 
 
 def _all_tf_below(layer: Any) -> bool:
@@ -268,7 +309,7 @@ def _all_tf_below(layer: Any) -> bool:
         call = cls.call
         if _top(getattr(call, "__module__", "") or "") == "keras":
             continue  # a subclass that only configures a Keras layer
-        kind, why = judge_layer_call(call, sub, classify)
+        kind, why = _once("call", sub, lambda: judge_layer_call(call, sub, classify))
         if kind is None:
             _why_host[sub] = f"{type(sub).__qualname__}.call: {why}"
             return False
@@ -291,14 +332,12 @@ def _module_kind(module: Any) -> Kind:
     call = getattr(call, "__wrapped__", call)  # `gpe run` wraps it
     if not inspect.isfunction(call):
         return Kind.HOST
-    judging = _judging.__dict__.setdefault("ids", set())
-    if id(module) in judging:
+    if _guarded(module):
         return Kind.HOST
-    judging.add(id(module))
     try:
-        kind, why = judge_layer_call(call, module, classify)
+        kind, why = _once("call", module, lambda: judge_layer_call(call, module, classify))
     finally:
-        judging.discard(id(module))
+        _stack().pop()
     if kind is None:
         _why_host[module] = f"{type(module).__qualname__}.__call__: {why}"
         return Kind.HOST
