@@ -213,7 +213,9 @@ class _Inferer:
         metric, an optimizer): captured by the TF part, the call key guards its identity."""
         value = self.facts.objects[node.id]
         kind = self.classify(value)
-        if kind in (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_OBJECT) and stable(value):
+        # (a list or dict of variables too: the key holds each one's identity)
+        if kind in (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_OBJECT) and (
+                stable(value) or isinstance(value, (list, tuple, dict))):
             anno.set(node, Key.PATH, node.id)
             return kind
         return Kind.HOST

@@ -13,12 +13,12 @@ where that Python reads nothing that can differ between calls and leaves nothing
   static metadata of tensors (`x.shape[0]`: the TF part's shapes are the call key's);
 - what it calls is TF (an op, a callee judged TF work itself) or a pure builtin (`range`,
   `len`, `zip`, `int(x.shape[0])`, ...: never `int(t)` of a tensor's value);
-- a `for` over a range, a list of TF objects or a local list, an `if` on a value the
-  trace knows: unrolled or decided when traced, as eager decides them each call.
+- a `for` over a range, a list of TF objects, a local list or a tensor's rows, an `if` on
+  a value the trace knows: unrolled or decided when traced, as eager decides them each call.
 
 Anything else (`print`, `.numpy()`, a user's host function, a write to an object) keeps
 the callee on the host. A trace that cannot run what this lets through (a loop over a
-tensor, `if t > 0:` on a tensor's value) fails when the caller's TF part is built and the
+tensor whose first dimension the key leaves open, `if t > 0:` on a tensor's value) fails when the caller's TF part is built and the
 call runs eagerly: slow, never different.
 
 `statement(stmt, sent, fresh)` says whether one statement qualifies; `fresh_locals(fn)`
@@ -96,11 +96,12 @@ def _target(target: gast.expr, sent: set[str], fresh: set[str]) -> bool:
 
 
 def _loop_header(header: gast.expr, sent: set[str], fresh: set[str]) -> bool:
-    """A range, a list of TF objects (variables, layers), a local list, or zip/enumerate
-    of those: its length is the same each call the key matches (a tensor is not)."""
+    """A range, a list of TF objects (variables, layers), a local list, a tensor (its rows:
+    the key holds its shape; tfprog/rows.py), or zip/enumerate of those: its length is the
+    same each call the key matches."""
     if not expression(header, sent, fresh):
         return False
-    if anno.get(header, Key.KIND) == Kind.TF_OBJECT:
+    if anno.get(header, Key.KIND) in (Kind.TF_OBJECT, Kind.TENSOR):
         return True
     if isinstance(header, gast.Name):
         return header.id in fresh

@@ -94,6 +94,9 @@ def _exact_here() -> bool:
                                          mirrored_run._MirroredReplicaThread)  # noqa: SLF001
 
 
+traces_here = _exact_here  # this thread traces a gpe part (for tfprog/rows.py)
+
+
 _original_add_n = None
 
 

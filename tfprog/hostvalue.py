@@ -160,3 +160,24 @@ def python_leaf_spec(leaf) -> ValueSpec | None:
         return leaf._spec if leaf._spec.python else None
     kind = type(leaf)
     return python_spec(kind) if kind in (bool, int, float) else None
+
+
+def constant(maker, value, dtype=None, shape=None, name=None, **kwargs):
+    """tf.constant / tf.convert_to_tensor on a value the host sent (a HostValue)."""
+    if shape is not None:
+        kwargs["shape"] = shape
+    leaves = tf.nest.flatten(value)
+    if not any(isinstance(v, HostValue) for v in leaves):
+        return maker(value, dtype=dtype, name=name, **kwargs)
+    if isinstance(value, HostValue):
+        tensor = tf.convert_to_tensor(value, dtype=dtype or value._spec.default_dtype)
+    else:  # a list of them (`tf.constant(sizes)` of a list argument): packed
+        dtype = dtype or tf.nest.flatten([tf.convert_to_tensor(value)])[0].dtype
+        tensor = tf.convert_to_tensor(tf.nest.map_structure(
+            lambda v: v.__tf_tensor__(dtype) if isinstance(v, HostValue) else v, value),
+            dtype=dtype)
+    if shape is None:
+        return tensor
+    if tensor.shape.rank == 0:
+        return tf.fill(shape, tensor)
+    return tf.reshape(tensor, shape)

@@ -23,8 +23,8 @@ from ..slicer import recursion
 from ..slicer.plan import ChannelKind, SlicePlan
 from .channels import NONE_SPEC, ValueSpec, flatten, read_variable, unflatten
 from .exact import exact_arithmetic
-from .hostvalue import HostValue, Speculated, python_leaf_spec
-from . import asserts, losses, randomness
+from .hostvalue import HostValue, Speculated, constant, python_leaf_spec
+from . import asserts, losses, randomness, rows
 from .failing import can_fail
 
 RESOURCE = tf.TensorSpec([], tf.resource)
@@ -238,8 +238,10 @@ class TraceRuntime:
         outer, self.unchecked = self.unchecked, []
         n = len(specs)
 
-        def stop():
-            return [tf.constant(-1)] + [tf.zeros([], s.dtype) for s in specs]
+        def stop():  # (values shaped as the channel's: the loop keeps their known dims)
+            return [tf.constant(-1)] + [tf.zeros([], s.dtype) if s.shape is None else
+                                        tf.zeros([d or 0 for d in s.shape], s.dtype)
+                                        for s in specs]
 
         def step(*state):
             raw, values = state[1:n + 1], state[n + 1:]
@@ -389,26 +391,7 @@ class TraceRuntime:
         both, owner = recursion.halves(fn)
         return both.tf(owner, *args) if owner is not None else both.tf(*args)
 
-    @staticmethod
-    def constant(maker, value, dtype=None, shape=None, name=None, **kwargs):
-        """tf.constant / tf.convert_to_tensor on a value the host sent (a HostValue)."""
-        if shape is not None:
-            kwargs["shape"] = shape
-        leaves = tf.nest.flatten(value)
-        if not any(isinstance(v, HostValue) for v in leaves):
-            return maker(value, dtype=dtype, name=name, **kwargs)
-        if isinstance(value, HostValue):
-            tensor = tf.convert_to_tensor(value, dtype=dtype or value._spec.default_dtype)
-        else:  # a list of them (`tf.constant(sizes)` of a list argument): packed
-            dtype = dtype or tf.nest.flatten([tf.convert_to_tensor(value)])[0].dtype
-            tensor = tf.convert_to_tensor(tf.nest.map_structure(
-                lambda v: v.__tf_tensor__(dtype) if isinstance(v, HostValue) else v, value),
-                dtype=dtype)
-        if shape is None:
-            return tensor
-        if tensor.shape.rank == 0:
-            return tf.fill(shape, tensor)
-        return tf.reshape(tensor, shape)
+    constant = staticmethod(constant)  # tf.constant on values the host sent
 
     def done(self, status=None):
         return tf.constant(0, tf.int32)
@@ -480,6 +463,7 @@ def _trace(plan, tf_factory, bound, specs, layouts, folded, nested, seeds) -> Tr
         return program(queues)
 
     traced.__name__ = f"gpe_{plan.name}"
+    rows.install()
     signature = [RESOURCE] * (len(plan.channels) + sum(
         p.queue_count for p in nested if p is not None))
     try:

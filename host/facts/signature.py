@@ -137,6 +137,10 @@ def arg_fact(entry: tuple, value: Any) -> ArgFact:
         return ArgFact(Kind.HOST_ONLY, python_type=entry[1])
     if what == "structure":  # sent as its numbers, rebuilt in the TF part (channels.Structure)
         return ArgFact(Kind.STRUCTURE, python_type=entry[1])
+    if _all_variables(entry):  # `params`, a list or dict of variables: captured as an
+        # object is (the key holds each variable's identity), not sent
+        return ArgFact(Kind.HOST, python_type=type(value).__name__, constant=True,
+                       value=value)
     if what in ("sequence", "mapping"):  # *args, **kwargs, a list of tensors
         kind = Kind.TENSOR if _all_tensors(entry) else Kind.HOST_DATA
         length = len(entry[2]) if what == "sequence" and kind == Kind.TENSOR else None
@@ -157,9 +161,21 @@ def _all_tensors(entry: tuple) -> bool:
     return False
 
 
+def _all_variables(entry: tuple) -> bool:
+    """A described list, tuple or dict of variables only."""
+    if entry[0] == "sequence":
+        leaves = entry[2]
+    elif entry[0] == "mapping":
+        leaves = [e for _, e in entry[1]]
+    else:
+        return False
+    return bool(leaves) and all(e[0] == "variable" for e in leaves)
+
+
 def facts_for(key: tuple, bound: dict[str, Any], assumed: str = "") -> Facts:
     args = {name: arg_fact(entry, bound[name]) for name, entry in zip(bound, key)}
-    objects = {name: bound[name] for name, entry in zip(bound, key) if entry[0] == "object"}
+    objects = {name: bound[name] for name, entry in zip(bound, key)
+               if entry[0] == "object" or _all_variables(entry)}
     return Facts(args=args, classify=oracle.classify, assumed=assumed, objects=objects,
                  why_host=oracle.why_host)
 

@@ -263,11 +263,30 @@ def channel_specs(plan: SlicePlan, runs: list[dict[int, list]],
         found = [spec_of(leaf) for _, leaves in pairs for leaf in leaves]
         if channel.kind == ChannelKind.ENTRY:
             specs[channel.index] = _relax_entry(channel, layouts[channel.index], found, relaxed)
+        elif channel.kind == ChannelKind.LOOP and all(len(leaves) == 1 for _, leaves in pairs):
+            specs[channel.index] = [_agreed(spec, channel.index, i, runs)
+                                    for i, spec in enumerate(found)]
         else:
-            # a gate's values are used as they are (a loop's are carried: any shape)
+            # a gate's values are used as they are (keeping their rank and width)
             gate = channel.kind == ChannelKind.GATE
             specs[channel.index] = [relaxed_spec(s, keep_rank=gate) for s in found]
     return specs, layouts
+
+
+def _agreed(spec, index: int, position: int, runs: list[dict]):
+    """The spec of a value a loop's iterations start with (`for X, y in data`): the
+    dimensions every iteration of every profile call agreed on stay known (a Keras model
+    or a loop over X's rows needs them when traced); one that varied (a smaller last
+    batch) is any size; values of several ranks, any shape. An iteration whose value then
+    does not fit hands the call over to the host (a rescue)."""
+    seen = [k for run in runs
+            for k in run.get(("kinds", index), [()] * (position + 1))[position]]
+    shapes = {k.shape if k is not None else None for k in seen}
+    if not shapes or None in shapes or len({len(s) for s in shapes}) != 1:
+        return relaxed_spec(spec)
+    first = next(iter(shapes))
+    dims = tuple(d if all(s[j] == d for s in shapes) else None for j, d in enumerate(first))
+    return dataclasses.replace(spec, shape=dims)
 
 
 def _same_kinds(plan: SlicePlan, channel, runs: list[dict]) -> None:
