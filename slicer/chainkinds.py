@@ -4,6 +4,7 @@ rooted at an object argument and `static` for one the function reaches through i
 globals. A chain the TF part reads when traced gets a PATH (the call key guards it: an
 object by identity, a list by its elements, a number by value, then folded: CONSTANT).
 `inf` is the kinds pass's inferer (its facts, names, mutated roots, classify).
+`dataset_elements` says when a loop's target takes a dataset argument's tensors.
 """
 from __future__ import annotations
 
@@ -128,3 +129,15 @@ def fixed_isinstance(inf, node: gast.Call) -> bool:
     anno.set(obj, Key.PATH, obj.id)
     anno.set(node, Key.FOLDED, isinstance(inf.facts.objects[obj.id], classes))
     return True
+
+
+def dataset_elements(kinds, iterable: gast.expr, target: gast.AST) -> bool:
+    """`iterable` is a dataset argument whose elements match `target` tensor for tensor
+    (a Name for a bare tensor, a tuple of as many names for a tuple): `for x, y in ds`."""
+    fact = kinds.facts.args.get(iterable.id) if isinstance(iterable, gast.Name) else None
+    if fact is None or fact.elements is None or iterable.id in kinds.rebound:
+        return False
+    if isinstance(target, gast.Name):
+        return fact.elements == 0
+    return isinstance(target, (gast.Tuple, gast.List)) and len(target.elts) == \
+        fact.elements and all(isinstance(e, gast.Name) for e in target.elts)

@@ -89,6 +89,9 @@ class ArgFact:
     value: Any = None
     # a list or tuple of tensors, or a tensor: its length (fixed for the call), where known
     length: int | None = None
+    # an iterable of tensors (a tf.data.Dataset): how many tensors each element is, 0 for
+    # a bare tensor (`for x in ds`), n for a tuple of n (`for x, y in ds`); else None
+    elements: int | None = None
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,8 @@ class _Inferer:
             anno.set(target, Key.KIND, Kind.HOST)
             for elt, arg in zip(target.elts, iterable.args):
                 self._bind_loop_target(elt, arg)
+        elif chainkinds.dataset_elements(self, iterable, target):
+            self.bind(target, Kind.TENSOR, None)  # `for x, y in ds`: tensors each
         else:
             kind = anno.get(iterable, Key.KIND)
             value = self.value_of(iterable)

@@ -148,3 +148,49 @@ def test_a_loop_over_an_empty_tensor_or_a_list_argument_as_eager():
         # list, whose length the key does not hold: its channel refuses another length, so
         # the empty ones ran eagerly
         assert sliced.stats()["graph_calls"] == (6 if fn is last_of else 4), fn
+
+
+class _Batches:
+    """A data loader the call key does not look into (a tf.data pipeline over a generator,
+    batches of any size): its batches' shapes are seen only as the loop runs."""
+
+    def __init__(self):
+        self.rows = 3
+        self.data = tf.data.Dataset.from_generator(
+            self.batches, output_signature=tf.TensorSpec((None, 2), tf.float32))
+
+    def batches(self):
+        for i in range(2):
+            yield np.arange(self.rows * 2, dtype=np.float32).reshape(self.rows, 2) + i
+
+
+def row_sum(x):
+    total = tf.zeros([2])
+    for row in x:  # traced over x's rows: needs its first dimension
+        total = total + row * 2.0
+    return total
+
+
+def epoch(batches):
+    out = 0.0
+    for x in batches:
+        out += float(tf.reduce_sum(row_sum(x)))
+    return out
+
+
+def test_loop_values_keep_their_seen_shape_and_a_new_one_is_handed_back():
+    """A loop's per-iteration values cross with the dimensions every profiled iteration
+    agreed on (the callee's `for row in x` needs x's first one); an iteration whose value
+    has another shape hands the call over to the host mid-call, which finishes it eagerly:
+    every result is eager's. (Sliced again, with that dimension open, the callee's loop
+    over rows cannot be traced: the function then runs eagerly.)"""
+    sliced = gpe.function(epoch)
+    batches = _Batches()
+    for rows in [3, 3, 3, 3, 5, 3, 3, 4, 3]:
+        batches.rows = rows
+        assert sliced(batches.data) == epoch(batches.data), rows
+    stats = sliced.stats()
+    assert stats["graph_calls"] >= 1  # the 4th call: its rows unrolled in the graph
+    assert [why for why in stats["guard_failures"] if why.startswith("mid-call")] == [
+        f"mid-call: gpe: channel 0 (loop x) of epoch at {__file__}:{epoch.__code__.co_firstlineno + 2} "
+        "expected tensor float32(3, 2), got tensor float32(5, 2)"], stats

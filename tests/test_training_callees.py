@@ -566,3 +566,44 @@ def test_a_from_scratch_rnn_epoch_runs_in_the_graph():
 
     # the clipping's norm is read on the host (`.numpy()`): its reductions run there
     check(make, None, graph_calls=5, host_ops_allowed=frozenset({"Sum", "Pow"}))
+
+
+def _d2l_epoch_program(log):
+    """d2l's chapter 3 shape: the step takes the model, the data and the loss as
+    arguments; the data is a tf.data pipeline; the model and loss are the user's own
+    functions over module-level-style variables, called inside the tape."""
+    rs = np.random.RandomState(2)
+    W = tf.Variable(rs.normal(0, 0.1, (4, 3)).astype(np.float32))
+    b = tf.Variable(np.zeros(3, np.float32))
+    data = tf.data.Dataset.from_tensor_slices(
+        (rs.rand(10, 2, 2).astype(np.float32), rs.rand(10, 3).astype(np.float32))).batch(4)
+
+    def net(X):
+        return tf.nn.softmax(tf.matmul(tf.reshape(X, (-1, W.shape[0])), W) + b)
+
+    def loss(y_hat, y):
+        return tf.reduce_sum((y_hat - y) ** 2, axis=1)
+
+    def train_epoch(net, train_iter, loss, lr):
+        total, n = 0.0, 0
+        for X, y in train_iter:
+            with tf.GradientTape() as tape:
+                l = loss(net(X), y)
+            dW, db = tape.gradient(l, [W, b])
+            W.assign_sub(lr * dW)
+            b.assign_sub(lr * db)
+            total += float(tf.reduce_sum(l))
+            n += int(tf.size(l))
+        log.append(total / n)
+        return total / n
+
+    return train_epoch, {"W": W, "b": b}, [(net, data, loss, 0.1)] * 6
+
+
+def test_an_epoch_over_a_dataset_calling_the_users_model_and_loss_runs_in_the_graph():
+    """`for X, y in train_iter` over a tf.data argument bound X and y as host values, so
+    `net(X)` and `loss(...)`, the user's functions, were not judged and the tape's loss was
+    host-made: every call eager. A dataset of tensors (or of tuples of them) gives tensors."""
+    # the dataset's own iteration runs on the host, as eagerly
+    check(_d2l_epoch_program, None, graph_calls=5, host_ops_allowed=frozenset(
+        {"AnonymousIteratorV3", "MakeIterator", "IteratorGetNext"}))

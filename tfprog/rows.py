@@ -5,8 +5,8 @@ tensor refuses both, so a callee the TF part traces whole (an RNN cell looping `
 inputs`, slicer/reproduced.py) failed to trace and its caller ran eagerly. The TF part's
 shapes are the call key's, so where a tensor's first dimension is known when traced, the
 loop unrolls over `t[i]` (the same slicing op eager runs) and `len(t)` is that dimension;
-where it is not known (or the tensor is a scalar), TF's own error stands and the call runs
-eagerly. Only while this thread traces a gpe part (exact.traces_here); nowhere else.
+where it is not known, tracing fails saying so (a scalar: TF's own error), and the call
+runs eagerly. Only while this thread traces a gpe part (exact.traces_here); nowhere else.
 """
 from __future__ import annotations
 
@@ -19,8 +19,12 @@ _originals: dict[str, object] = {}
 
 def _rows(t) -> int | None:
     shape = t.shape
-    if not traces_here() or shape.rank in (None, 0):
+    if not traces_here() or shape.rank == 0:
         return None
+    if shape.rank is None or shape[0] is None:
+        raise TypeError(f"a loop over the rows of a tensor shaped {shape}: their number "
+                        "varies from call to call, so the TF part cannot unroll it "
+                        "(eagerly it runs row by row)")
     return shape[0]
 
 

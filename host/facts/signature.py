@@ -134,7 +134,7 @@ def arg_fact(entry: tuple, value: Any) -> ArgFact:
         return ArgFact(Kind.TENSOR, python_type=entry[1])
     if what == "composite":  # RaggedTensor, SparseTensor, IndexedSlices: never baked in
         # as a constant; what reads it runs on the host, every call, on this call's value
-        return ArgFact(Kind.HOST_ONLY, python_type=entry[1])
+        return ArgFact(Kind.HOST_ONLY, python_type=entry[1], elements=_elements(value))
     if what == "structure":  # sent as its numbers, rebuilt in the TF part (channels.Structure)
         return ArgFact(Kind.STRUCTURE, python_type=entry[1])
     if _all_variables(entry):  # `params`, a list or dict of variables: captured as an
@@ -148,6 +148,18 @@ def arg_fact(entry: tuple, value: Any) -> ArgFact:
     # an object (self, a trainer...): bound into the TF part, where only attribute chains
     # that lead to TF objects are read (each guarded by identity in the call key)
     return ArgFact(Kind.HOST, python_type=entry[1], constant=True, value=value)
+
+
+def _elements(value: Any) -> int | None:
+    """A tf.data.Dataset whose elements are a tensor (0) or a tuple of n tensors (n)."""
+    if not isinstance(value, tf.data.Dataset):
+        return None
+    spec = value.element_spec
+    if isinstance(spec, tf.TensorSpec):
+        return 0
+    if type(spec) is tuple and spec and all(isinstance(s, tf.TensorSpec) for s in spec):
+        return len(spec)
+    return None
 
 
 def _all_tensors(entry: tuple) -> bool:
