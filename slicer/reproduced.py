@@ -13,8 +13,9 @@ where that Python reads nothing that can differ between calls and leaves nothing
   static metadata of tensors (`x.shape[0]`: the TF part's shapes are the call key's);
 - what it calls is TF (an op, a callee judged TF work itself) or a pure builtin (`range`,
   `len`, `zip`, `int(x.shape[0])`, ...: never `int(t)` of a tensor's value);
-- a `for` over a range, a list of TF objects, a local list or a tensor's rows, an `if` on
-  a value the trace knows: unrolled or decided when traced, as eager decides them each call.
+- a `for` over a range, a list of TF objects, a local list or a tensor's rows, an `if` or
+  `assert` on a value the trace knows: unrolled or decided when traced, as eager decides
+  them each call.
 
 Anything else (`print`, `.numpy()`, a user's host function, a write to an object) keeps
 the callee on the host. A trace that cannot run what this lets through (a loop over a
@@ -78,9 +79,12 @@ def statement(stmt: gast.stmt, sent: set[str], fresh: set[str]) -> bool:
     if isinstance(stmt, gast.For):
         return not stmt.orelse and _target(stmt.target, sent, fresh) and \
             _loop_header(stmt.iter, sent, fresh)
-    if isinstance(stmt, gast.If):
+    if isinstance(stmt, (gast.If, gast.Assert)):  # (`assert 0 <= rate <= 1`: checked
+        # when traced, as eagerly on each call: it reads only what the call key fixes)
         return expression(stmt.test, sent, fresh) and \
-            anno.get(stmt.test, Key.KIND) not in TF_KINDS - {Kind.TF_OBJECT}
+            anno.get(stmt.test, Key.KIND) not in TF_KINDS - {Kind.TF_OBJECT} and (
+                not isinstance(stmt, gast.Assert) or stmt.msg is None or
+                expression(stmt.msg, sent, fresh))
     return isinstance(stmt, (gast.Pass, gast.Break, gast.Continue))
 
 

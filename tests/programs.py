@@ -2,6 +2,7 @@
 which would make the eager run's messages differ from the sliced run's)."""
 import contextlib
 
+import numpy as np
 import tensorflow as tf
 
 
@@ -19,3 +20,23 @@ def host_with_and_assert(log):
         assert float(y) < 10, "too big"
         return y * 3.0
     return step, {}
+
+
+def scaled_by_a_checked_helper(log):
+    """A helper that checks its inputs with `assert` (on static shapes and a default
+    Python number), called inside the tape."""
+    w = tf.Variable(np.ones((3, 2), np.float32) * 0.5)
+
+    def dense(x, rate=0.5):
+        assert len(x.shape) == 2 and x.shape[1] == w.shape[0], "x must be (batch, 3)"
+        assert 0 <= rate <= 1
+        return tf.matmul(x, w) * (1.0 - rate)
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(dense(x) ** 2)
+        w.assign_sub(0.1 * tape.gradient(loss, w))
+        return loss
+
+    x = tf.constant(np.arange(6, dtype=np.float32).reshape(2, 3))
+    return step, {"w": w}, [(x,)] * 4

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import programs
 from harness import check
 
 pytestmark = pytest.mark.timeout(240)
@@ -353,3 +354,9 @@ def test_isinstance_of_an_object_argument_inside_the_tape_takes_its_branch():
         calls = [(X4, y, keras_loss, opt)] * 4 + [(X4, y, plain_loss, opt)] * 4
         return step, {"w": w}, calls
     check(make, None, graph_calls=6)  # 2 profile calls: one per loss object
+
+
+def test_a_helper_asserting_on_what_the_key_fixes_runs_in_the_graph():
+    """`assert` kept the helper on the host (host work inside the tape: every call
+    eager); on static shapes and fixed numbers the trace checks it as eager does."""
+    check(programs.scaled_by_a_checked_helper, None, graph_calls=3)
