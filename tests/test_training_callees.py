@@ -607,3 +607,23 @@ def test_an_epoch_over_a_dataset_calling_the_users_model_and_loss_runs_in_the_gr
     # the dataset's own iteration runs on the host, as eagerly
     check(_d2l_epoch_program, None, graph_calls=5, host_ops_allowed=frozenset(
         {"AnonymousIteratorV3", "MakeIterator", "IteratorGetNext"}))
+
+
+def _zip_update_program(log):
+    """d2l's `sgd(params, grads, lr, batch_size)`: a loop over zip of a list of variables
+    (an argument the TF part captures) and a list of gradients."""
+    params = [tf.Variable(np.ones((3, 2), np.float32)), tf.Variable(np.zeros(2, np.float32))]
+
+    def sgd(params, grads, lr, batch_size):
+        for param, grad in zip(params, grads):
+            param.assign_sub(lr * grad / batch_size)
+
+    grads = [tf.constant(np.full((3, 2), 0.5, np.float32)), tf.constant([1.0, 2.0])]
+    return sgd, {"w": params[0], "b": params[1]}, [(params, grads, 0.1, 4)] * 5
+
+
+def test_a_loop_over_zip_of_a_captured_list_of_variables_is_unrolled_in_the_graph():
+    """A list of variables passed as an argument is captured (not sent); `zip(params,
+    grads)` over it is still a sequence of fixed length, unrolled in the TF part (else each
+    `param` would cross per iteration, which a variable cannot)."""
+    check(_zip_update_program, None, graph_calls=4)
