@@ -5,6 +5,8 @@ import subprocess
 import sys
 import textwrap
 
+import tensorflow as tf
+
 from harness import gpe_cli
 from side_by_side import side_by_side
 
@@ -154,6 +156,39 @@ def test_plain_functions_become_plain_after_one_call():
     def gen():
         yield 1
     assert auto(gen) is gen
+
+
+class _Loader:
+    """A user's data loader."""
+
+    def __iter__(self):
+        for i in range(3):
+            yield tf.fill([2], float(i))
+
+
+def _epoch(loader, w):
+    total = 0.0
+    for x in loader:
+        with open(os.devnull, "w") as log:  # a host `with`: the loop stays on the host
+            w.assign_add(x)
+            print(float(tf.reduce_sum(w)), file=log)
+        total += float(tf.reduce_sum(w))
+    return total
+
+
+def test_a_function_whose_tf_work_all_runs_on_the_host_says_why():
+    """Under `gpe run` a function whose TF ops are all inside a host statement (here a
+    loop holding a host `with`) became plain Python with no reason counted: `--report` listed
+    d2l's train_epoch_ch8 as "no TF work". Its first call now counts why."""
+    from gpe.host.call.function import SlicedFunction
+
+    w = tf.Variable(tf.zeros([2]))
+    wrapped = SlicedFunction(_epoch, auto=True, payoff=False)  # as GPE_PAYOFF=0 wraps it
+    assert wrapped(_Loader(), w) == _epoch(_Loader(), tf.Variable(tf.zeros([2])))
+    assert wrapped.plain
+    (why,) = wrapped.stats()["fallbacks"]
+    assert why.startswith("its TF work runs on the host, eagerly: line "
+                          f"{_epoch.__code__.co_firstlineno + 2} `for x in loader:`"), why
 
 
 def test_gpe_bench_reports_every_crossing(tmp_path):

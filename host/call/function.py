@@ -294,7 +294,7 @@ class SlicedFunction:
         if plan is None:
             return self._eager(args, kwargs)
         if (self.auto or self.replica_step) and not any(l.place == "TF" for l in plan.lines):
-            return self._no_tf_work(values, args, kwargs)
+            return self._no_tf_work(values, args, kwargs, plan)
         sibling = self.cache.sibling(plan)
         reshaped = self.builder.reshaped(plan, values, sibling)
         if reshaped is None and sibling is not None:  # a folded number's new value
@@ -320,10 +320,16 @@ class SlicedFunction:
             self._build(key, plan, values, runs, sibling)
         return result
 
-    def _no_tf_work(self, values, args, kwargs):
-        """A plan with no TF work: plain Python from now on. A replicated call's step
-        (see distribution/replicated.py) runs its host part once per replica, where it
-        can: this call then runs so."""
+    def _no_tf_work(self, values, args, kwargs, plan: SlicePlan):
+        """A plan with no TF work: plain Python from now on; where TF ops are inside host
+        statements (a loop over a user's data loader), the first says why, counted as the
+        call's reason (`gpe run --report` lists it). A replicated call's step (see
+        distribution/replicated.py) runs its host part once per replica, where it can:
+        this call then runs so."""
+        inside = next((l for l in plan.lines if "its TF ops run eagerly" in l.reason), None)
+        if inside is not None and not self.replica_step:
+            self.note(f"its TF work runs on the host, eagerly: line {inside.lineno} "
+                      f"`{inside.source}`: {inside.reason.removeprefix('host: ')}")
         if self.replica_step:
             self.host_work = True
             steps = replicated.host_work_steps(self, values)
