@@ -20,6 +20,7 @@ from .errors import Refusal
 from .facts import CONSTANT_BUILTINS, ORDERING_BUILTINS, TF_CALLABLES, TF_KINDS, Facts, Kind
 from .hoist import is_tf_statement, is_tf_with, tf_evaluable
 from .parser import Parsed
+from .plan import EAGER_INSIDE
 from .reasons import describe_tf, describe_with, dotted, effect_call, host_reason
 
 
@@ -239,7 +240,7 @@ class _Placer:
                        if isinstance(n, gast.expr))
         keyword = _KEYWORDS.get(type(stmt), type(stmt).__name__.lower())
         why = f"`{keyword}` runs on the host" + (
-            " (its TF ops run eagerly)" if inner_tf else "") + (f"; {why}" if sync else "")
+            f" ({EAGER_INSIDE})" if inner_tf else "") + (f"; {why}" if sync else "")
         anno.set(stmt, Key.SYNC, sync or inner_tf)
         anno.set(stmt, Key.EXITS, any(isinstance(n, gast.Return) for n in _same_scope(stmt)))
         self._set(stmt, Place.HOST, "host: " + why)

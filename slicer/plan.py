@@ -40,6 +40,9 @@ class Channel:
                              ChannelKind.BRANCH)
 
 
+EAGER_INSIDE = "its TF ops run eagerly"  # a host statement holding TF ops (its reason says)
+
+
 @dataclass(frozen=True)
 class LineReport:
     """One statement of the sliced function, for `gpe explain`."""
@@ -49,6 +52,11 @@ class LineReport:
     reason: str
     source: str
     crossings: tuple[str, ...] = ()
+
+    @property
+    def eager_inside(self) -> bool:
+        """A host statement with TF ops inside, which run eagerly there."""
+        return EAGER_INSIDE in self.reason
 
 
 class Program:

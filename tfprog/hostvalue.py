@@ -172,7 +172,6 @@ def constant(maker, value, dtype=None, shape=None, name=None, **kwargs):
     if isinstance(value, HostValue):
         tensor = tf.convert_to_tensor(value, dtype=dtype or value._spec.default_dtype)
     else:  # a list of them (`tf.constant(sizes)` of a list argument): packed
-        dtype = dtype or tf.nest.flatten([tf.convert_to_tensor(value)])[0].dtype
         tensor = tf.convert_to_tensor(tf.nest.map_structure(
             lambda v: v.__tf_tensor__(dtype) if isinstance(v, HostValue) else v, value),
             dtype=dtype)

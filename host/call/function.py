@@ -326,7 +326,7 @@ class SlicedFunction:
         call's reason (`gpe run --report` lists it). A replicated call's step (see
         distribution/replicated.py) runs its host part once per replica, where it can:
         this call then runs so."""
-        inside = next((l for l in plan.lines if "its TF ops run eagerly" in l.reason), None)
+        inside = next((line for line in plan.lines if line.eager_inside), None)
         if inside is not None and not self.replica_step:
             self.note(f"its TF work runs on the host, eagerly: line {inside.lineno} "
                       f"`{inside.source}`: {inside.reason.removeprefix('host: ')}")

@@ -248,21 +248,26 @@ def _stack() -> list:
     return _judging.__dict__.setdefault("stack", [])
 
 
+def _depth(obj: Any) -> int:
+    """Where `obj` is on the judging stack (outermost 0); the stack's height if not."""
+    stack = _stack()
+    return next((i for i, other in enumerate(stack) if other is obj), len(stack))
+
+
 def _once(what: str, obj: Any, judge: Callable[[], Any]) -> Any:
     """`judge()`, once per slice for `obj` in this place: an answer depends on whether
     `obj` is being judged already (inside its own `call`, `self` is host work), and is kept
     only if no layer judged further out was met again inside it (then it depends on where
     it was reached from)."""
-    memo, stack = unbuilt.memo, _stack()
+    memo, height = unbuilt.memo, len(_stack())
     if memo is None:
         return judge()
-    ids = [id(o) for o in stack]
-    at = ids.index(id(obj)) if id(obj) in ids else len(stack)
-    key = (what, id(obj), at < len(stack))
+    at = _depth(obj)
+    key = (what, id(obj), at < height)
     found = memo.get(key)
     if found is not None:
         return found[1]
-    outer, _judging.met = getattr(_judging, "met", len(stack)), len(stack)
+    outer, _judging.met = getattr(_judging, "met", height), height
     try:
         answer = judge()
         if _judging.met >= at:
@@ -274,12 +279,11 @@ def _once(what: str, obj: Any, judge: Callable[[], Any]) -> Any:
 
 def _guarded(obj: Any) -> bool:
     """`obj` is being judged already (met again inside its own `call`); else it is now."""
-    stack = _stack()
-    for i, other in enumerate(stack):
-        if other is obj:
-            _judging.met = min(getattr(_judging, "met", i), i)
-            return True
-    stack.append(obj)
+    at = _depth(obj)
+    if at < len(_stack()):
+        _judging.met = min(getattr(_judging, "met", at), at)
+        return True
+    _stack().append(obj)
     return False
 
 

@@ -186,8 +186,8 @@ def _all_variables(entry: tuple) -> bool:
 
 def facts_for(key: tuple, bound: dict[str, Any], assumed: str = "") -> Facts:
     args = {name: arg_fact(entry, bound[name]) for name, entry in zip(bound, key)}
-    objects = {name: bound[name] for name, entry in zip(bound, key)
-               if entry[0] == "object" or _all_variables(entry)}
+    objects = {name: fact.value for name, fact in args.items()  # (captured, guarded)
+               if fact.kind == Kind.HOST and fact.constant}
     return Facts(args=args, classify=oracle.classify, assumed=assumed, objects=objects,
                  why_host=oracle.why_host)
 
