@@ -173,7 +173,6 @@ class _Partition:
                 self.writer.host.append(stmt)
             if not anno.get(stmt, Key.MIRROR):
                 self.writer.mark_kept(stmt, place == Place.TF)
-            if not anno.get(stmt, Key.MIRROR):
                 self.writer.report(stmt, crossing)
         if carried is not None:
             target += templates.replace("return _gpe_rt.end(__c__)", __c__=templates.names(carried))
