@@ -3,6 +3,8 @@
 through GPE_PAYOFF (conftest.py sets 0, build at once, for the other tests)."""
 from __future__ import annotations
 
+import time
+
 import pytest
 import tensorflow as tf
 
@@ -124,3 +126,76 @@ def test_a_long_build_of_a_function_shows_a_line_while_it_runs(monkeypatch, caps
     err = capsys.readouterr().err
     assert f"gpe: building step ({sliced.where}) ...\n" in err
     assert f"gpe: slicing and building step ({sliced.where}) took " in err
+
+
+# the budget of a function that never ran sliced (issue 29, items 6 and 7) ----------------
+def test_the_budget_allows_the_first_attempt_then_three_times_it_or_a_tenth_of_the_calls():
+    budget = payoff.Budget()
+    budget.spend(5.0)  # however long the first attempt takes, it is made
+    assert not budget.exhausted()
+    budget.attempt_ended()
+    budget.spend(9.0)  # 14 s in all: within 3 x 5 s
+    assert not budget.exhausted()
+    budget.spend(2.0)  # 16 s
+    assert budget.exhausted()
+    budget.calls_s = 200.0  # the calls took 200 s eagerly: a tenth of them is 20 s
+    assert not budget.exhausted()
+    budget.counting = False  # a call ran sliced: nothing bounded any more
+    budget.calls_s = 0.0
+    assert not budget.exhausted()
+
+
+def mode_step(x, mode):
+    return tf.reduce_sum(tf.tanh(x) * 2.0), mode
+
+
+def test_a_function_whose_builds_keep_failing_stops_trying_once_its_budget_is_spent(monkeypatch):
+    """Each new signature (a string argument changing every third call) is profiled and
+    built, and the build fails after 50 ms: it is not tried again and again (before, up to
+    the churn bound's 8 signatures), and it says so."""
+    from gpe.host.variants import builder
+    from gpe.tfprog.part import PartError
+    builds = []
+
+    def failing(*args, **kwargs):
+        builds.append(1)
+        time.sleep(0.05)
+        raise PartError("injected: the trace failed")
+    monkeypatch.setattr(builder, "assemble", failing)
+    sliced = SlicedFunction(mode_step)
+    for i in range(30):
+        got, mode = sliced(X, f"m{i // 3}")
+        want, _ = mode_step(X, f"m{i // 3}")
+        assert float(got) == float(want) and mode == f"m{i // 3}"
+    stats = sliced.stats()
+    reasons = " ".join(stats["fallbacks"])
+    assert "with no call run sliced" in reasons and "new argument signatures" not in reasons
+    assert 2 <= len(builds) <= 6, builds
+    assert stats["graph_calls"] == 0 and stats["eager_calls"] == 30
+
+
+def tape_read_on_host(x, seen=[]):
+    for i in range(3):  # the TF part unrolls the loop; the host reads its `i` after it
+        y = tf.reduce_sum(x * float(i))
+    seen.append(i)
+    return y
+
+
+def test_a_refused_plan_is_not_sliced_again_for_another_shape(monkeypatch):
+    """The slicer's refusal holds for every call sharing its plan key (the plans are shared
+    so): a refused function called with ten shapes is sliced once."""
+    from gpe.host.variants import builder
+    slicings = []
+    real = builder.slice_function
+
+    def counted(*args, **kwargs):
+        slicings.append(1)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(builder, "slice_function", counted)
+    sliced = SlicedFunction(tape_read_on_host)
+    for n in range(1, 11):
+        x = tf.ones([n])
+        assert float(sliced(x)) == float(tape_read_on_host(x))
+    stats = sliced.stats()
+    assert "unsupported-order" in " ".join(stats["fallbacks"]), stats["fallbacks"]
+    assert len(slicings) == 1 and stats["graph_calls"] == 0

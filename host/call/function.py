@@ -34,7 +34,7 @@ from ..variants.stubs import EntryGuardFailed, eager_now
 from .bound import BoundSliced, resolve
 from .callkey import CallKeys
 from ..facts.oracle import keras_layer_class
-from ..speculation.payoff import COSTS, Building, Payoff, progress
+from ..speculation.payoff import COSTS, Budget, Building, Payoff, progress
 from ..facts.signature import text
 from ..speculation.speculation import Assumptions, profiled_before, refolded
 from ..diagnostics.stats import GpeWarning, Stats
@@ -79,6 +79,7 @@ class SlicedFunction:
         self.auto = auto
         # payoff: run plainly until its eager time pays for building it (payoff.py)
         self.payoff = Payoff(payoff)
+        self.budget = Budget()  # what slicing may cost before a call runs sliced
         self._plan_s = 0.0  # the time slicing took, for the progress line
         self.adaptive = adaptive  # run eagerly a variant that is slower sliced than eager
         self.plain = False  # decided it is plain Python: calls go straight to fn
@@ -165,7 +166,9 @@ class SlicedFunction:
         failed = None
         if variant.reused:  # a key met again: not one that changes every call
             self.unsliced_keys = 0
-        variant.reused = True
+        else:
+            variant.reused = True
+            self.budget.counting = False
         try:
             self.stats_.graph_calls += 1
             result = variant.host_fn(*args, **kwargs)
@@ -275,6 +278,10 @@ class SlicedFunction:
         if self.cache.full:
             self._refuse(key, f"more than {MAX_VARIANTS} argument signatures")
             return self._eager(args, kwargs)
+        if self.budget.exhausted():
+            self.plain = True
+            self.note(self.budget.describe(self.stats_.calls), frames=USER_FRAMES + 1)
+            return self._eager(args, kwargs)
         if self.assumed.relax(values):  # the first shapes are recorded here
             key = self.keys.key(values)
         if self.assumed.note_ints(values):  # a step counter: this call profiles the
@@ -305,7 +312,9 @@ class SlicedFunction:
                 return AGAIN
         self.stats_.profile_calls += 1
         self.stats_.eager_calls += 1
+        started = time.perf_counter()
         result, observed = self.builder.profile(plan, args, kwargs)
+        self.budget.calls_s += time.perf_counter() - started
         runs = self.cache.profiles.setdefault(key, [])
         runs.append(observed)
         if reshaped is not None or self.builder.reshaped(plan, values, runs[-1:]) is not None:
@@ -349,6 +358,7 @@ class SlicedFunction:
                 return self.builder.plan(values)
         finally:
             self._plan_s = time.perf_counter() - started
+            self.budget.spend(self._plan_s)
             COSTS.add(self._plan_s, built=False, slicing=True)
 
     def _build(self, key, plan: SlicePlan, values, runs, sibling) -> None:
@@ -360,23 +370,27 @@ class SlicedFunction:
             log.info("%s: assumptions changed while profiling; slicing again",
                      self.__qualname__)
             return
-        started = time.perf_counter()
+        started, failed = time.perf_counter(), None
         try:
             with Building("building", self.__qualname__, self.where):
                 variant = self.builder.build(plan, values, runs, sibling, self.adaptive)
         except NotBuilt as exc:
-            if exc.keep_runs:
-                log.info("%s: %s; profiling one more call", self.__qualname__, exc)
-            elif exc.retry:
-                self.cache.profiles.pop(key, None)
-            else:
-                self._refuse(key, str(exc))
-            return
+            failed = exc
         finally:
             seconds = time.perf_counter() - started
+            self.budget.spend(seconds)
             COSTS.add(seconds, True, self.payoff.call_s(), self._plan_s)
             progress("slicing and building", self.__qualname__, self.where,
                      self._plan_s + seconds)
+        if failed is not None:
+            if failed.keep_runs:
+                log.info("%s: %s; profiling one more call", self.__qualname__, failed)
+            elif failed.retry:
+                self.cache.profiles.pop(key, None)
+            else:
+                self._refuse(key, str(failed))
+            return
+        self.budget.attempt_ended()
         key = self.guarded_key(plan.captures, values, plan.tests)
         described = self.assumed.describe(values)
         self.install(key, variant, ", ".join(
@@ -409,6 +423,12 @@ class SlicedFunction:
     # eager calls and notes -----------------------------------------------------------
     def _eager(self, args, kwargs):
         self.stats_.eager_calls += 1
+        if self.budget.counting and not self.plain:  # (see Budget)
+            started = time.perf_counter()
+            try:
+                return self.fn(*args, **kwargs)
+            finally:
+                self.budget.calls_s += time.perf_counter() - started
         return self.fn(*args, **kwargs)
 
     def _traced(self, args, kwargs):
@@ -420,6 +440,7 @@ class SlicedFunction:
 
     def _refuse(self, key, reason: str) -> None:
         self.cache.refused[key] = reason
+        self.budget.attempt_ended()
         self.note(reason)
 
     def note(self, reason: str, warn: bool = True, frames: int = 0) -> None:

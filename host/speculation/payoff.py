@@ -124,6 +124,45 @@ class Payoff:
         return statistics.median(self.times) if self.times else None
 
 
+class Budget:
+    """What gpe may spend slicing and building a function none of whose calls has run
+    sliced yet (each new signature refused after its profile calls and a build, a build
+    that keeps failing). Its first attempt (slicing, profiling and building for the first
+    key, retries included, until a variant is built or the key is refused) is always made;
+    after it gpe may spend FIRST_TIMES what that attempt cost, or RATIO of the time the
+    function's calls have taken, whichever is more. Once that is spent the function runs
+    eagerly for good (`exhausted`; its caller says so in the report)."""
+
+    __slots__ = ("spent_s", "first_s", "calls_s", "counting")
+
+    FIRST_TIMES = 3.0  # the first attempt and twice its cost in later ones
+    RATIO = 0.1        # then a tenth of the calls' own time
+
+    def __init__(self):
+        self.spent_s = 0.0  # slicing and building, all attempts
+        self.first_s: float | None = None  # the first attempt's cost, once it ended
+        self.calls_s = 0.0  # the function's calls (eager, profiled), while counting
+        self.counting = True  # until a call runs sliced: nothing is bounded after it
+
+    def spend(self, seconds: float) -> None:
+        self.spent_s += seconds
+
+    def attempt_ended(self) -> None:
+        """A variant was built or a key refused: the first such ends the first attempt."""
+        if self.first_s is None:
+            self.first_s = self.spent_s
+
+    def exhausted(self) -> bool:
+        return (self.counting and self.first_s is not None
+                and self.spent_s > max(self.FIRST_TIMES * self.first_s,
+                                       self.RATIO * self.calls_s))
+
+    def describe(self, calls: int) -> str:
+        return (f"slicing and building it took {self.spent_s * 1e3:.0f} ms with no call "
+                f"run sliced, more than its {calls} calls allow ({self.calls_s * 1e3:.0f} "
+                "ms eagerly): it runs eagerly from now on")
+
+
 def _shown() -> bool:
     return os.environ.get("GPE_PROGRESS", "1") != "0"
 

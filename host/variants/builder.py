@@ -50,16 +50,21 @@ class Builder:
         self.plans: dict[tuple, list] = {}  # see plan: [(plan, types of its captures)]
         self.last_plan: SlicePlan | None = None
         self.taken_under: dict[int, tuple] = {}  # id(plan) -> assumptions when last taken
+        self.refusals: dict[tuple, Refusal] = {}  # plan key -> the slicer's refusal
         self.unbuilt_tries = 0
 
     def plan(self, values: dict) -> SlicePlan:
         """The plan for these arguments: sliced once, and shared by calls whose arguments
         differ only in tensor shapes and whose captured objects (`self.w`, `self.rate`)
         have the same types (the slicer looks at neither their identity nor their value:
-        the TF part reads those when it is built)."""
+        the TF part reads those when it is built). A refusal is kept as plans are: the
+        slicer does not look at what differs between the calls that share it."""
         assumed = self.owner.assumed
         described = assumed.describe(values)
-        candidates = self.plans.setdefault(assumed.plan_key(described), [])
+        plan_key = assumed.plan_key(described)
+        if plan_key in self.refusals:
+            raise self.refusals[plan_key]
+        candidates = self.plans.setdefault(plan_key, [])
         for plan, types in candidates:
             if types == self._capture_types(plan, values):
                 self.last_plan = plan
@@ -70,13 +75,15 @@ class Builder:
         with oracle.unbuilt as unbuilt, callees.Recording() as judged:
             try:
                 plan = slice_function(self.owner.fn, facts)
-            except Refusal:
+            except Refusal as refusal:
                 self._unbuilt(unbuilt, judged)
+                self.refusals[plan_key] = refusal
                 raise
             except Exception as exc:  # a slicer defect: the call runs eagerly, with why
                 log.debug("slicing %s failed", self.owner.__qualname__, exc_info=True)
-                raise Refusal("slicer-error", f"the slicer failed: {type(exc).__name__}: "
-                              f"{exc}") from exc
+                refusal = self.refusals[plan_key] = Refusal(
+                    "slicer-error", f"the slicer failed: {type(exc).__name__}: {exc}")
+                raise refusal from exc
         self._unbuilt(unbuilt, judged)
         candidates.append((plan, self._capture_types(plan, values)))
         self.last_plan = plan
