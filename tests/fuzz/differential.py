@@ -4,9 +4,11 @@
 twice, into two fresh modules (fresh variables, fresh LOG), calls `main` with the same
 arguments in both, eagerly in one and wrapped by `gpe.function(..., profile_calls=1,
 adaptive=False)` in the other, and compares per call the value returned or the exception
-raised (type and message), then the final value of every module-level tf.Variable, the LOG
-list and the printed output. Tensors compare by dtype, shape and bits; Python values by
-exact type and repr (an int must stay an int, a float a float).
+raised (type and message), then the final value of every module-level tf.Variable and of
+every variable of a module-level Keras layer or optimizer, the LOG list and the printed
+output. Tensors compare by dtype, shape and bits; Python values by exact type and repr (an
+int must stay an int, a float a float, not a tensor); containers by their exact type (a
+list subclass, a namedtuple) and their items.
 
 `Worker` runs seeds (or sources) in a child process, so that a hang is a finding and not a
 stuck test: the child runs the program eagerly first and says so, then under gpe. A
@@ -18,6 +20,7 @@ child is killed and replaced.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import json
 import os
@@ -123,7 +126,7 @@ def normalise(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [type(value).__name__, [normalise(v) for v in value]]
     if isinstance(value, dict):
-        return ["dict", [[repr(k), normalise(v)] for k, v in value.items()]]
+        return [type(value).__name__, [[repr(k), normalise(v)] for k, v in value.items()]]
     if tf.is_tensor(value) or hasattr(value, "numpy") and hasattr(value, "dtype"):
         array = np.asarray(value.numpy())
         return ["tensor", tf.as_dtype(value.dtype).name, list(array.shape),
@@ -148,6 +151,8 @@ def show(norm: Any) -> str:
         return f"{kind}[{', '.join(show(v) for v in norm[1])}]"
     if kind == "dict":
         return "{" + ", ".join(f"{k}: {show(v)}" for k, v in norm[1]) + "}"
+    if len(norm) == 2 and isinstance(norm[1], list):  # a list, tuple or dict subclass
+        return f"{kind}[{', '.join(show(v) for v in norm[1])}]"
     return repr(norm)
 
 
@@ -201,9 +206,11 @@ def execute(path: str, args: list[tuple], sliced: bool, mode: str = "main") -> O
     ns = module.__dict__
     wrapped = {}
     if sliced:
+        # the program's functions (not its classes, nor a Keras layer it made: callable
+        # objects whose class is the module's)
         names = ["main"] if mode == "main" else [
-            k for k, v in ns.items() if callable(v) and getattr(v, "__module__", None)
-            == module.__name__ and not isinstance(v, type)]
+            k for k, v in ns.items() if inspect.isfunction(v)
+            and getattr(v, "__module__", None) == module.__name__]
         for name in names:
             wrapped[name] = ns[name] = gpe.function(ns[name], profile_calls=1, adaptive=False)
     target = ns["main"]
@@ -220,6 +227,12 @@ def execute(path: str, args: list[tuple], sliced: bool, mode: str = "main") -> O
             except Exception as exc:  # compared like any other result
                 results.append(normalise(exc))
         variables = {k: normalise(v.numpy()) for k, v in ns.items() if isinstance(v, tf.Variable)}
+        # a module-level Keras layer's weights and an optimizer's state (Keras variables
+        # are not tf.Variables), in their order
+        if "keras" in sys.modules:  # (not imported for a program without Keras)
+            kinds = (tf.keras.layers.Layer, tf.keras.optimizers.Optimizer)
+            variables.update({f"{k}.variables": normalise([w.numpy() for w in v.variables])
+                              for k, v in ns.items() if isinstance(v, kinds)})
         # the program's plain module state: LOG, and COUNT and STATE where it has them
         log = normalise({k: v for k, v in ns.items() if k.isupper()
                          and isinstance(v, (int, float, list, dict))})

@@ -31,6 +31,9 @@ import re
 from dataclasses import dataclass, field
 
 VEC, SC, INT, FLT, BOOL, LST, DCT = "vec", "sc", "int", "flt", "bool", "lst", "dct"
+NT = "nt"      # a namedtuple P(h, c) of two scalar tensors
+NUM = "num"    # a number helper's result: a Python int or float, or a tensor
+KARG = "karg"  # a number helper's argument: a small Python int, or an int or float tensor
 KEYS = ("a", "b", "c")
 
 
@@ -127,6 +130,12 @@ class Gen:
         self.pure = False  # a helper of TF work only (no host conversions)
         self.current_result = None
         self.loop_vars: list[str] = []  # the variables of `s_var_while` loops, one a loop
+        # the features drawn from a stream of their own (see `program`); all off, the
+        # program is the one the generator made before they existed
+        self.containers = False  # class TL(list) and namedtuple P: built, read, passed
+        self.layers = False      # a tree of user Keras layers NET, trained with OPT
+        self.pending: list[str] = []  # what main must do once (a statement kind, or a
+                                      # helper to call): at a random point, or at its end
 
     # -- helpers -------------------------------------------------------------------------
     def chance(self, p: float) -> bool:
@@ -236,6 +245,10 @@ class Gen:
             opts += ["dct"]
         if s.of(FLT):
             opts += ["fltmul"]
+        if s.of(NT):
+            opts += ["nt", "nt"]
+        if s.of(NUM):
+            opts += ["num"]
         if d < 2 and self.chance(0.08):
             opts = ["ifexp"]  # `a if test else b` (a folded flag's test: the TF part's)
         c = self.pick(opts)
@@ -267,6 +280,11 @@ class Gen:
         if c == "dct":
             dn = self.pick(s.of(DCT))
             return self.pick([f"{dn}['a']", f"{dn}.get('b', {self.sc(s, d + 1)})"])
+        if c == "nt":
+            p = self.pick(s.of(NT))
+            return self.pick([f"{p}.h", f"{p}[1]", f"{p}.c * 0.5 + {p}.h", f"{p}[-1]"])
+        if c == "num":  # a Python number or a tensor, of either dtype
+            return f"tf.cast({self.pick(s.of(NUM))}, tf.float32)"
         return f"{self.sc(s, d + 1)} * {self.pick(s.of(FLT))}"
 
     def int_(self, s: Scope, d: int = 0) -> str:
@@ -363,16 +381,44 @@ class Gen:
         return f"tf.reduce_mean({self.vec(s, 1)}) < {self.sc(s, 1)}"
 
     def value(self, s: Scope, kind: str) -> str:
+        if kind in (LST, NT):
+            return self.container_arg(s, kind)
+        if kind == KARG:
+            return self.number_arg(s)
         return {VEC: self.vec, SC: self.sc, INT: self.int_, FLT: self.flt}[kind](s)
+
+    def container_arg(self, s: Scope, kind: str) -> str:
+        """A list of scalar tensors (of any list type, or a tuple) or a P, for a helper."""
+        names = s.of(kind)
+        if names and self.chance(0.5):
+            return self.pick(names)
+        a, b = self.sc(s, 1), self.sc(s, 1)
+        if kind == NT:
+            return self.pick([f"P({a}, {b})", f"P(h={a}, c={b})", f"P._make([{a}, {b}])"])
+        return self.pick([f"TL([{a}, {b}])", f"TL([{a}, {b}])", f"[{a}, {b}]", f"({a}, {b})"])
+
+    def number_arg(self, s: Scope) -> str:
+        """A number helper's argument, at most 4: a Python int, or an int32 or float32
+        tensor (zero on some calls: its loop then runs no iteration)."""
+        small = f"min({self.int_(s, 1)}, 4)"
+        if self.chance(0.4):
+            return small
+        v = self.pick(s.of(VEC))
+        options = [f"tf.constant({small})", f"tf.reduce_sum(tf.cast({v} > 0, tf.int32))",
+                   f"tf.reduce_sum(tf.cast({v} > 0.5, tf.float32))"]
+        if "V_i" in self.vars:
+            options.append("tf.minimum(V_i, 4)")
+        return self.pick(options)
 
     def returned(self, s: Scope) -> str:
         items = []
         for _ in range(self.r.randint(1, 3)):
             kind = self.pick([SC, SC, INT, FLT, VEC, BOOL] + ([LST] if s.of(LST) else [])
-                             + ([DCT] if s.of(DCT) else []))
+                             + ([DCT] if s.of(DCT) else []) + ([NT] if s.of(NT) else [])
+                             + ([NUM, NUM] if s.of(NUM) else []))
             if kind == BOOL:
                 items.append(self.hostbool(s))
-            elif kind in (LST, DCT):
+            elif kind in (LST, DCT, NT, NUM):
                 items.append(self.pick(s.of(kind)))
             elif kind == INT and s.of(INT):
                 items.append(self.pick(s.of(INT)))
@@ -393,6 +439,8 @@ class Gen:
             self.emit(depth, "pass")
 
     def stmt(self, s: Scope, depth: int) -> None:
+        if self.pending and s.in_fn == "main" and self.chance(0.25):
+            return self.pending_one(s, depth)
         compound = depth < 3 and self.budget > 4
         kinds = ["assign"] * 4 + ["update"] * 3 + ["effect"] * 3 + ["print"] * 2 + ["log"] * 2
         kinds += ["container"] * 2 + ["aug", "poly", "comp", "lambda"]
@@ -404,6 +452,9 @@ class Gen:
             kinds += ["call"] * 3 if self.helpers else []
             kinds += ["tape"] if "V_s" in self.vars or "V_v" in self.vars else []
             kinds += ["var_while"] if "V_s" in self.vars else []
+            kinds += ["keras"] * 2 if self.layers else []
+        if self.containers:
+            kinds += ["named", "named"]
         if depth > 1 or s.in_loop:
             kinds += ["return"]
         if s.in_loop:
@@ -411,6 +462,13 @@ class Gen:
         kinds += ["raise"] if depth > 1 else []
         kinds += ["raise", "assert", "tf_error"] if self.chance(0.15) else []
         getattr(self, "s_" + self.pick(kinds))(s, depth)
+
+    def pending_one(self, s: Scope, depth: int) -> None:
+        what = self.pending.pop(self.r.randrange(len(self.pending)))
+        if what in ("keras", "named"):
+            getattr(self, "s_" + what)(s, depth)
+        else:
+            self.s_call(s, depth, what)
 
     def s_assign(self, s: Scope, depth: int) -> None:
         kind = self.pick([VEC, SC, SC, INT, FLT])
@@ -449,7 +507,10 @@ class Gen:
         c = self.r.randrange(4)
         if c == 0 or (c == 1 and not lists):
             name = self.fresh("l")
-            self.emit(depth, f"{name} = [{self.sc(s)}]")
+            if self.containers and self.chance(0.5):
+                self.emit(depth, f"{name} = TL([{self.sc(s)}])")
+            else:
+                self.emit(depth, f"{name} = [{self.sc(s)}]")
             s.names[name] = LST
         elif c == 1:
             self.emit(depth, f"{self.pick(lists)}.append({self.sc(s)})")
@@ -609,8 +670,12 @@ class Gen:
         c = self.r.randrange(4)
         if c == 0 or not (s.of(LST) or s.of(DCT)):
             name = self.fresh("l")
-            self.emit(depth, f"{name} = [{self.sc(s, 1)} * {self.pick(['0.5', '1.5'])} + "
-                             f"tf.cast(q, tf.float32) for q in range({self.pick(['3', '2', 'n' if 'n' in s.names else '1'])})]")
+            items = (f"{self.sc(s, 1)} * {self.pick(['0.5', '1.5'])} + tf.cast(q, tf.float32) "
+                     f"for q in range({self.pick(['3', '2', 'n' if 'n' in s.names else '1'])})")
+            if self.containers and self.chance(0.4):
+                self.emit(depth, f"{name} = TL({items})")
+            else:
+                self.emit(depth, f"{name} = [{items}]")
             # an empty list (range(0)) must not be read: only n may be 0, guard the reads
             if "n" in self.out[-1].split("range(")[-1]:
                 self.emit(depth, f"{name}.append({self.sc(s, 1)})")
@@ -661,6 +726,41 @@ class Gen:
         self.emit(depth + 1, f"{w}.assign_add(1.0 + tf.abs({self.sc(s, 1)}))")
         self.block(s.child(in_loop=True), depth + 1, self.r.randint(0, 2))
 
+    def s_named(self, s: Scope, depth: int) -> None:
+        """A namedtuple of scalar tensors: built (or rebuilt with _replace), or read."""
+        names = s.writable(NT)
+        c = self.r.randrange(4)
+        if names and c == 0:
+            p = self.pick(names)
+            self.emit(depth, f"{p} = {p}._replace({self.pick(['h', 'c'])}={self.sc(s, 1)})")
+        elif names and c == 1:
+            a, b = self.fresh("s"), self.fresh("s")
+            self.emit(depth, f"{a}, {b} = {self.pick(names)}")
+            s.names[a] = s.names[b] = SC
+        else:
+            p = self.fresh("p")
+            self.emit(depth, f"{p} = {self.container_arg(s.child(), NT)}")
+            s.names[p] = NT
+
+    def s_keras(self, s: Scope, depth: int) -> None:
+        """A step of the user layers NET: its call inside a tape on a [1, 3] input made of
+        this call's values, the gradient, and OPT's update (sometimes only the call)."""
+        tape, out, loss = self.fresh("tape"), self.fresh("o"), self.fresh("loss")
+        inp = f"tf.reshape(tf.stack([{self.sc(s, 1)}, {self.sc(s, 1)}, {self.sc(s, 1)}]), [1, 3])"
+        if self.chance(0.2):
+            self.emit(depth, f"{loss} = tf.reduce_sum(NET({inp}))")
+            s.names[loss] = SC
+            return
+        self.emit(depth, f"with tf.GradientTape() as {tape}:")
+        self.emit(depth + 1, f"{out} = NET({inp})")
+        self.emit(depth + 1, f"{loss} = tf.reduce_mean(tf.square({out} - {self.sc(s, 1)}))")
+        g = self.fresh("grads")
+        self.emit(depth, f"{g} = {tape}.gradient({loss}, NET.trainable_variables)")
+        self.emit(depth, f"OPT.apply_gradients(zip({g}, NET.trainable_variables))")
+        s.names[loss] = SC
+        if self.chance(0.3):
+            self.emit(depth, f"LOG.append(float({loss}))")
+
     def s_assert(self, s: Scope, depth: int) -> None:
         self.emit(depth, f'assert {self.flt(s)} < {self.pick(["1.0", "2.0", "3.0"])}, "too big"')
 
@@ -679,8 +779,11 @@ class Gen:
             self.emit(depth, f"{name} = {self.pick(s.of(VEC))}[{self.int_(s)}]")
             s.names[name] = SC
 
-    def s_call(self, s: Scope, depth: int) -> None:
-        name, params, result = self.pick(self.helpers)
+    def s_call(self, s: Scope, depth: int, helper: str | None = None) -> None:
+        if helper is None:
+            name, params, result = self.pick(self.helpers)
+        else:
+            name, params, result = next(h for h in self.helpers if h[0] == helper)
         args, keywords = [], False
         for i, (p, kind, default) in enumerate(params):
             value = self.value(s, kind)
@@ -691,7 +794,22 @@ class Gen:
             keywords = keywords or (i > 0 and (default is not None or self.chance(0.2)))
             args.append(f"{p}={value}" if keywords else value)
         call = f"{name}({', '.join(args)})"
-        if result == "pair":
+        if result == NUM:
+            a = self.fresh("u")
+            self.emit(depth, f"{a} = {call}")
+            s.names[a] = NUM
+            # what eager returned is seen: a Python int stays one (not `type(u)`: a TF value
+            # a sliced call returns is a Pending, a known difference, host/runtime/pending.py)
+            use = self.r.randrange(4)
+            if use == 0:
+                self.emit(depth, f"LOG.append({a})")
+            elif use == 1:
+                self.prints += 1
+                self.emit(depth, f'print("p{self.prints}", {a})')
+            elif use == 2:
+                self.emit(depth, f'LOG.append(("{name}", isinstance({a}, int), '
+                                 f'isinstance({a}, float)))')
+        elif result == "pair":
             a, b = self.fresh("s"), self.fresh("i")
             self.emit(depth, f"{a}, {b} = {call}")
             s.names[a], s.names[b] = SC, INT
@@ -733,6 +851,9 @@ class Gen:
         for p, kind, _ in params:
             s.names[p] = kind
         self.header(name, params)
+        for p, kind, _ in params:
+            if kind in (LST, NT):
+                self.reads(s, p, kind)
         if not s.of(VEC):
             t = self.fresh("t")
             s.names[t] = VEC
@@ -745,8 +866,68 @@ class Gen:
                 self.pick([self.s_assign, self.s_update])(s, 1)
         else:
             self.block(s, 1, statements)
+        while self.pending and name == "main":
+            self.pending_one(s, 1)
         self.emit(1, f"return {self.ret(s)}")
         self.out.append("")
+
+    def reads(self, s: Scope, p: str, kind: str) -> None:
+        """The first lines of a container helper: read its argument `p` (a list of any type
+        or a tuple, of scalar tensors; or a P), which it never changes."""
+        s.frozen = s.frozen | {p}
+        a = self.fresh("s")
+        if kind == NT:
+            line = self.pick([f"{a} = {p}.h * 1.0 + {p}.c * 0.5", f"{a} = {p}[0] - {p}.c",
+                              f"{a}, _ = {p}", f"{a} = tf.add_n(list({p}))"])
+        else:
+            line = self.pick([f"{a} = {p}[0] * 1.0 + {p}[-1] * 0.5", f"{a} = tf.add_n(list({p}))",
+                              f"{a} = {p}[len({p}) - 1]", f"{a} = tf.reduce_sum(tf.stack({p}))",
+                              f"{a} = tf.constant(0.0)\n    for e in {p}:\n        {a} = {a} + e * 0.5"])
+        self.out += ["    " + part for part in line.split("\n    ")]
+        s.names[a] = SC
+        if self.chance(0.3):
+            self.out.append(f"    LOG.append(type({p}).__name__)")
+
+    def number_helper(self, name: str) -> None:
+        """A helper of Python number work on its argument `k` (a Python int, or an int or
+        float tensor): what it returns is a Python number whenever eager's is, e.g. `s = 0`
+        left as it was when `while k > 0` runs no iteration."""
+        body = self.pick([
+            ("s = 0", "while k > 0:", "    s = s * 2 + k", "    k -= 1"),
+            ("s = 0", "if k > 1:", "    s = k + 1"),
+            ("s = 1.5", "while k > 0:", "    s = k * 2", "    k -= 1", "    s = 7.5"),
+            ("s = 0.0", "while k > 0:", "    s += 0.5", "    k -= 1"),
+            ("s = 0", "c = 0", "while c < k:", "    c += 1", "    s += c"),
+            ("s = 0", "t = 0.25", "while k > 0:", "    s += 1", "    t = t * 2.0",
+             "    k = k - 1", "s = s + t"),
+        ])
+        self.out.append(f"def {name}(k):")
+        self.out += ["    " + line for line in body]
+        self.out += ["    return s", ""]
+
+    def layer_classes(self, depth: int) -> str:
+        """User Keras layers, a tree of `depth` levels at most: a leaf is a Dense (its
+        kernel a stateless random of its own seed) and a relu; a node adds its two
+        children's outputs. The classes are emitted children first; returns the root's."""
+        name = f"L{self.counter}"
+        self.counter += 1
+        if depth <= 1 or self.chance(0.25):
+            a, b = self.r.randrange(100), self.r.randrange(100)
+            init = (f"lambda shape, dtype=None: tf.random.stateless_uniform(shape, seed=[{a}, {b}], "
+                    "minval=-0.6, maxval=0.6)")
+            layer = self.pick([f"tf.keras.layers.Dense(3, kernel_initializer={init})",
+                               f"tf.keras.layers.Dense(3, kernel_initializer={init}, "
+                               "bias_initializer=\"ones\")"])
+            init_lines = [f"        self.d = {layer}"]
+            call = "return tf.nn.relu(self.d(x))"
+        else:
+            left, right = self.layer_classes(depth - 1), self.layer_classes(depth - 1)
+            init_lines = [f"        self.a = {left}()", f"        self.b = {right}()"]
+            call = self.pick(["return self.a(x) + self.b(x)", "return self.a(x) + self.b(x) * 0.5"])
+        self.out += [f"class {name}(tf.keras.layers.Layer):", "    def __init__(self):",
+                     "        super().__init__()"] + init_lines + [
+                     "", "    def call(self, x):", f"        {call}", "", ""]
+        return name
 
     def recursive(self, name: str) -> None:
         """A helper that calls itself, k times (k is at most 3 at its calls)."""
@@ -772,6 +953,13 @@ def program(seed: int) -> str:
     scale)`."""
     g = Gen(seed)
     r = g.r
+    # the features added for issue 29, drawn from a stream of their own: a seed that draws
+    # none gives the program it gave before they existed
+    features = random.Random(f"features-{seed}")
+    g.containers = features.random() < 0.25
+    numbers = features.random() < 0.2
+    g.layers = features.random() < 0.15
+    g.out += ["import collections"] if g.containers else []
     g.out += ["import tensorflow as tf", "", "LOG = []"]
     g.globals_used = r.random() < 0.25
     if g.globals_used:
@@ -784,6 +972,20 @@ def program(seed: int) -> str:
     declared = len(g.out)
     g.out.append("")
     g.out.append("")
+    if g.containers:
+        g.out += ["class TL(list):  # as Keras' TrackedList"]
+        g.out += g.pick([["    pass"], ["    def append(self, value):",
+                                         "        super().append(value)"]])
+        g.out += ["", "", 'P = collections.namedtuple("P", "h c")', "", ""]
+    if g.layers:
+        root = g.layer_classes(r.randint(1, 3))
+        g.out += [f"NET = {root}()", f"OPT = tf.keras.optimizers.SGD({g.pick(['0.1', '0.05'])})",
+                  "", ""]
+    for h in range(features.choice([1, 1, 1, 2]) if numbers else 0):
+        name = f"hn{h}"
+        g.number_helper(name)
+        g.helpers.append((name, [("k", KARG, None)], NUM))
+        g.out.append("")
     for h in range(r.choice([0, 1, 1, 2])):
         style = r.choice(["mixed", "mixed", "pure", "recursive"])
         if style == "recursive":
@@ -804,6 +1006,15 @@ def program(seed: int) -> str:
         g.pure = False
         g.helpers.append((name, params, result))
         g.out.append("")
+    if g.containers and features.random() < 0.7:
+        name, kind = "hc0", features.choice([LST, LST, NT])
+        params = [("st", kind, None)] + ([("k", INT, "1")] if features.random() < 0.3 else [])
+        result = features.choice([SC, SC, VEC, "pair"])
+        g.function(name, params, result, r.randint(1, 4))
+        g.helpers.append((name, params, result))
+        g.out.append("")
+    g.pending = [h[0] for h in g.helpers if h[0].startswith(("hn", "hc"))]
+    g.pending += (["keras"] if g.layers else []) + (["named"] if g.containers else [])
     g.function("main", [("x", VEC, None), ("n", INT, None), ("flag", BOOL, None),
                         ("scale", FLT, None)], None, r.randint(5, 14))
     g.out[declared:declared] = [f"{w} = tf.Variable(0.0)" for w in g.loop_vars]
