@@ -189,6 +189,9 @@ def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], objects: list, const
             return None
         elif param.default is not param.empty and isinstance(param.default, (bool, int, float)):
             args[param.name] = ArgFact(Kind.PY_SCALAR, constant=True, value=param.default)
+        elif param.default is None:  # `training=None` (a layer's `call`: Keras may pass
+            # its call context's flag instead, a Python value the trace sees as eager does)
+            args[param.name] = ArgFact(Kind.HOST_DATA, python_type="NoneType", constant=True)
         else:
             return None
     try:

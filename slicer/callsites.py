@@ -123,7 +123,17 @@ def fixed(inf, node: gast.AST) -> bool | tuple:
         return True
     if isinstance(node, gast.Name) and inf._exact_tensor_argument(node):  # noqa: SLF001
         return tuple(inf.facts.args[node.id].shape)
-    return False
+    return _global_number(inf, node)
+
+
+def _global_number(inf, node: gast.AST) -> bool:
+    """A Python number the function reads from its namespace (`dropout1`, a module-level
+    rate): the TF statement passing it is traced with its value, and the call key guards
+    it by value as it guards every free name the TF part reads (plan captures)."""
+    if not isinstance(node, gast.Name) or node.id in inf.env or node.id in inf.local_names \
+            or node.id in inf.facts.host_numbers:
+        return False
+    return type(inf.parsed.lookup(node.id)) in (bool, int, float)
 
 
 def tests(call: gast.Call, judged: tuple, sites: list, sent: list) -> tuple | None:

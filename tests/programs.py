@@ -40,3 +40,31 @@ def scaled_by_a_checked_helper(log):
 
     x = tf.constant(np.arange(6, dtype=np.float32).reshape(2, 3))
     return step, {"w": w}, [(x,)] * 4
+
+
+DROPOUT = 0.25  # a module-level rate, as d2l's `dropout1` (read by the step, passed on)
+
+
+def dropout_like(x, rate):
+    """d2l's `dropout_layer`, without its randomness: checks and branches on its rate."""
+    assert 0 <= rate <= 1
+    if rate == 1:
+        return tf.zeros_like(x)
+    if rate == 0:
+        return x
+    return x * (1.0 - rate)
+
+
+def helper_given_a_module_number(log):
+    """The step passes a module-level number to a helper inside the tape."""
+    w = tf.Variable(np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2))
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            h = dropout_like(tf.matmul(x, w), DROPOUT)
+            loss = tf.reduce_sum(h ** 2)
+        w.assign_sub(0.1 * tape.gradient(loss, w))
+        return loss
+
+    x = tf.constant(np.arange(6, dtype=np.float32).reshape(2, 3))
+    return step, {"w": w}, [(x,)] * 4

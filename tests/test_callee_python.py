@@ -360,3 +360,56 @@ def test_a_helper_asserting_on_what_the_key_fixes_runs_in_the_graph():
     """`assert` kept the helper on the host (host work inside the tape: every call
     eager); on static shapes and fixed numbers the trace checks it as eager does."""
     check(programs.scaled_by_a_checked_helper, None, graph_calls=3)
+
+
+def test_a_helper_given_a_module_level_number_runs_in_the_graph():
+    """d2l's `dropout_layer(X, dropout1)` with `dropout1` a module-level number: the helper
+    asserts and branches on it, which kept it on the host (every call eager); the number
+    is fixed for the call (the key guards it), so the trace checks it as eager does."""
+    check(programs.helper_given_a_module_number, None, graph_calls=1, profile_calls=3)
+
+
+def test_a_module_level_number_changed_between_calls_is_seen(monkeypatch):
+    """The guard on that number: set to 0 at the sixth call (the helper takes another
+    branch) and to 0.5 at the eleventh, gpe's results follow eager's; the number folded
+    again after its first change runs sliced again."""
+    import gpe
+
+    def calls(wrap):
+        monkeypatch.setattr(programs, "DROPOUT", 0.25)
+        step, variables, args = programs.helper_given_a_module_number([])
+        step = wrap(step)
+        out = []
+        for i in range(12):
+            if i in (5, 10):
+                monkeypatch.setattr(programs, "DROPOUT", 0.0 if i == 5 else 0.5)
+            out.append(float(step(*args[0])))
+        return out, variables["w"].numpy(), step
+
+    eager, w_eager, _ = calls(lambda f: f)
+    sliced, w_sliced, fn = calls(lambda f: gpe.function(f, adaptive=False))
+    assert sliced == eager and (w_sliced == w_eager).all()
+    assert fn.stats()["graph_calls"] == 3, fn.stats()  # calls 4, 5 and 10
+
+
+def masked_relu(x, mask=None):
+    if mask is not None:
+        x = x * mask
+    return tf.nn.relu(x)
+
+
+def test_a_helper_with_a_none_default_runs_in_the_graph():
+    """`def f(x, mask=None): if mask is not None:` called without the mask: the test is
+    on a value fixed for the call (the default), as a trace decides it."""
+    w = tf.Variable(np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2))
+
+    def make(log):
+        w.assign(np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2))
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(masked_relu(tf.matmul(x, w)) ** 2)
+            w.assign_sub(0.1 * tape.gradient(loss, w))
+            return loss
+        return step, {"w": w}, [(tf.ones([2, 3]),)] * 4
+    check(make, None, graph_calls=3)

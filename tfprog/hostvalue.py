@@ -14,6 +14,10 @@ from tensorflow.python.types import core
 
 from .channels import ValueSpec, python_spec
 
+
+class SentDecides(TypeError):
+    """A Python decision on a number the host sends, while a part is traced."""
+
 class HostValue(core.Tensor):
     """A Python or NumPy value received from the host, inside the TF part.
 
@@ -44,8 +48,8 @@ class HostValue(core.Tensor):
     def __bool__(self):
         # the value is known only when the part runs: a Python decision on it while the
         # part is traced would be taken once, silently (the part is not built instead)
-        raise TypeError("a number the host sends cannot decide Python control flow in "
-                        "the TF part")
+        raise SentDecides("a number the host sends cannot decide Python control flow in "
+                          "the TF part")
 
     def _like(self, other):
         """This value as an operand next to `other`, converted as eager converts it."""

@@ -64,18 +64,21 @@ class Assumptions:
         """What the slicer is told besides the arguments (see slicer.facts.Facts)."""
         return {"host_only": frozenset(self.host_only),
                 "dynamic_paths": frozenset(self.dynamic_paths),
-                "entry_always": self.entry_always}
+                "entry_always": self.entry_always,
+                # sent for good: not fixed for a call (a callee given one is not traced
+                # with it as a constant: slicer/callsites.py)
+                "host_numbers": frozenset(self.unfolded)}
 
     def plan_state(self) -> tuple:
         """What of these assumptions a plan depends on besides the arguments' kinds."""
         return (frozenset(self.dynamic), frozenset(self.host_only),
-                frozenset(self.dynamic_paths), self.entry_always)
+                frozenset(self.dynamic_paths), self.entry_always, frozenset(self.unfolded))
 
     def plan_key(self, described: tuple) -> tuple:
         """Where plans for arguments described so (see describe) are cached: calls that
         differ only in tensor shapes, which the slicer does not look at, share them."""
         return (_shape_free(described), frozenset(self.host_only),
-                frozenset(self.dynamic_paths), self.entry_always)
+                frozenset(self.dynamic_paths), self.entry_always, frozenset(self.unfolded))
 
     # seen while calling ----------------------------------------------------------------
     def note_ints(self, values) -> bool:
@@ -334,6 +337,19 @@ def stable_entry_values(plan: SlicePlan, runs, layouts, unfolded, sibling=()) ->
                 and (not sibling or (name, first) in folded_before)):
             out[position] = (name, i, first)
         position += 1
+    return out
+
+
+def sent_numbers(plan: SlicePlan, runs) -> set[str]:
+    """The entry's Python numbers whose values differed between the profile `runs`."""
+    entry = next((c for c in plan.channels if c.kind == ChannelKind.ENTRY), None)
+    if entry is None or any(entry.index not in run for run in runs):
+        return set()
+    out = set()
+    for i, name in enumerate(entry.names):
+        seen = [run[entry.index][i] for run in runs]
+        if type(seen[0]) in FOLDABLE and any(v != seen[0] for v in seen):
+            out.add(name)
     return out
 
 

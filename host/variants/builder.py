@@ -18,12 +18,13 @@ import tensorflow as tf
 
 from ..facts import oracle, signature
 from .loader import load
-from ..speculation.speculation import Assumptions, NotObserved, channel_specs, stable_entry_values
+from ..speculation.speculation import (Assumptions, NotObserved, channel_specs, sent_numbers,
+                                       stable_entry_values)
 from .variant import Crossings, Variant, assemble, callee_variant
 from ...slicer import Refusal, SlicePlan, callees, slice_function
 from ...slicer.plan import ChannelKind
 from ...tfprog.channels import Unsendable, read_variable, spec_of, structure_of
-from ...tfprog.part import NeedsEntry, PartError
+from ...tfprog.part import NeedsEntry, NeedsFolding, PartError
 
 log = logging.getLogger("gpe")
 # `_gpe_rt` of a profile program: only what the user's statements call on it (a variable
@@ -199,6 +200,18 @@ class Builder:
                 raise NotBuilt(str(exc), retry=False) from None
             assumed.entry_always = True  # an entry that carries only the seeds
             log.info("%s: %s; slicing again with an entry", owner.__qualname__, exc)
+            raise NotBuilt(str(exc), retry=True) from None
+        except NeedsFolding as exc:
+            if len(runs) < 2:  # one profile call folds nothing (speculation.py): one more
+                raise NotBuilt(str(exc), retry=True, keep_runs=True) from None
+            changing = sent_numbers(plan, runs) - assumed.unfolded
+            if not changing:
+                raise NotBuilt(str(exc), retry=False) from None
+            # numbers that changed while profiling are sent from now on: sliced again,
+            # nothing is traced as if they were fixed for the call (a callee given one)
+            assumed.unfolded |= changing
+            log.info("%s: %s; slicing again with %s sent", owner.__qualname__, exc,
+                     ", ".join(sorted(changing)))
             raise NotBuilt(str(exc), retry=True) from None
         except (PartError, Refusal) as exc:
             relaxed = assumed.unrelax(values)
