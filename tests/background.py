@@ -1,33 +1,40 @@
-"""Child processes some tests assert on, started in the background once the session has
+"""Child processes some tests assert on, run in the background once the session has
 collected its tests.
 
-Most of the suite runs in the pytest process on one core; a few modules assert on child
-processes that depend on nothing the tests do (a script run eagerly and under gpe, fuzz
-seeds). A module lists those in `background_jobs()` ({key: function of no arguments}, the
-key the name of the fixture or test that takes the result); after collection, conftest
-starts the jobs of the tests selected, one at a time in one thread, so that they run on the other core while the tests before them run. A test takes
-its job's result with `result(f"{__name__}.{key}", fn)`: it waits for a job already started, and runs
-one not yet started itself (a module run alone waits for nothing). The children are the
-same either way, and so is what the tests assert on them.
+Most of the suite's time is child processes (a script run eagerly and under gpe, a bundle's
+extraction, workers of a cluster, fuzz seeds) while pytest waits. A module lists the children
+that depend on nothing its tests do in `background_jobs()` ({key: function of no arguments},
+the key the name of the fixture or test that takes the result); after collection, conftest
+queues the jobs of the tests selected, in the order of the tests. One thread runs them from
+the end of the queue (the job whose test comes last first), so that they run on the other
+core while pytest works from the front. A test takes its job's result with
+`result(f"{__name__}.{key}", fn)`: it waits for a job already started, and runs one not yet
+started itself (a module run alone waits for nothing). The two meet once, where at most one
+test waits; the children are the same either way, and so is what the tests assert on them.
 
 The environment the children get is this process's at collection (`ENV`), not the one a
-test running at that moment may have changed (monkeypatch.setenv).
+test running at that moment may have changed (monkeypatch.setenv); a job that needs a folder
+makes its own (`folder()`), since pytest's tmp_path belongs to the test that asks for it.
 """
 from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from typing import Any, Callable
 
 ENV: dict = {}
-_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gpe-tests-background")
-_jobs: dict = {}
-atexit.register(_pool.shutdown, cancel_futures=True)
+_jobs: dict = {}   # key: its Future (pending, running or done)
+_queue: list = []  # (fn, Future) not yet taken: the thread takes the last
+_wake = threading.Condition()
+_thread: threading.Thread | None = None
+_closing = False
 
 
 def snapshot_environment() -> None:
@@ -36,8 +43,43 @@ def snapshot_environment() -> None:
 
 
 def start(key: str, fn: Callable[[], Any]) -> None:
-    if key not in _jobs:
-        _jobs[key] = _pool.submit(fn)
+    global _thread
+    with _wake:
+        if key in _jobs or _closing:
+            return
+        _jobs[key] = job = concurrent.futures.Future()
+        _queue.append((fn, job))
+        if _thread is None:
+            _thread = threading.Thread(target=_work, name="gpe-tests-background", daemon=True)
+            _thread.start()
+        _wake.notify()
+
+
+def _work() -> None:
+    while True:
+        with _wake:
+            while not _queue and not _closing:
+                _wake.wait()
+            if _closing:
+                return
+            fn, job = _queue.pop()  # the job whose test comes last
+        if not job.set_running_or_notify_cancel():  # its test took it: ran it itself
+            continue
+        try:
+            job.set_result(fn())
+        except BaseException as exc:  # noqa: BLE001  raised where the test takes it
+            job.set_exception(exc)
+
+
+@atexit.register
+def _close() -> None:
+    """Jobs not started are dropped; one running is waited for (its children end)."""
+    global _closing
+    with _wake:
+        _closing = True
+        _wake.notify()
+    if _thread is not None:
+        _thread.join()
 
 
 def result(key: str, fn: Callable[[], Any]) -> Any:
@@ -49,6 +91,16 @@ def result(key: str, fn: Callable[[], Any]) -> Any:
     return job.result()
 
 
+@contextlib.contextmanager
+def folder():
+    """A folder of its own for a job's files, removed after."""
+    path = tempfile.mkdtemp(prefix="gpe-tests-")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def env(**extra) -> dict:
     return dict(ENV or os.environ, **extra)
 
@@ -56,12 +108,9 @@ def env(**extra) -> dict:
 def run_script(source: str, timeout: float, **extra_env) -> subprocess.CompletedProcess:
     """`python child.py` with `source` as child.py, in a folder of its own (removed after),
     with the collection-time environment and TF's C++ log quiet."""
-    folder = tempfile.mkdtemp(prefix="gpe-tests-")
-    try:
-        with open(os.path.join(folder, "child.py"), "w") as f:
+    with folder() as path:
+        with open(os.path.join(path, "child.py"), "w") as f:
             f.write(source)
-        return subprocess.run([sys.executable, "child.py"], cwd=folder, capture_output=True,
+        return subprocess.run([sys.executable, "child.py"], cwd=path, capture_output=True,
                               text=True, timeout=timeout,
                               env=env(TF_CPP_MIN_LOG_LEVEL="3", **extra_env))
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)

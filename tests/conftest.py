@@ -31,9 +31,9 @@ def pytest_configure(config):
 
 
 def pytest_collection_finish(session):
-    # child processes that some selected tests assert on, started in the background in the
-    # order of their modules (tests/background.py); a job's key is the name of the fixture
-    # or the test that takes its result
+    # child processes that some selected tests assert on, queued in the order of the tests
+    # and run in the background from the queue's end (tests/background.py); a job's key is
+    # the name of the fixture or the test that takes its result
     if session.config.option.collectonly:
         return
     import background

@@ -13,6 +13,7 @@ import pytest
 from gpe import cli
 from gpe.bench_program import run_metrics
 from gpe.compare import compare, verdict
+import background
 from side_by_side import side_by_side
 
 TINY = textwrap.dedent('''
@@ -157,22 +158,45 @@ def test_every_option_has_help(capsys):
 
 # --- a real run -----------------------------------------------------------------------------
 
-def run_bench(tmp_path, *args, env=None):
-    return subprocess.run([sys.executable, "-m", "gpe.cli", "bench", *args], cwd=tmp_path,
+def run_bench(cwd, *args, env=None):
+    return subprocess.run([sys.executable, "-m", "gpe.cli", "bench", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=240,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {})))
+                          env=background.env(TF_CPP_MIN_LOG_LEVEL="3", **(env or {})))
+
+
+PLOT = importlib.util.find_spec("matplotlib") is not None
+
+
+def _bench_and_planted():
+    """The real run and its planted twin, side by side (each its own bench and children),
+    in a folder of their own: (run, planted run, out.json's text, steps.png's first bytes)."""
+    with background.folder() as cwd:
+        with open(os.path.join(cwd, "tiny.py"), "w") as f:
+            f.write(TINY)
+        done, planted = side_by_side(
+            lambda: run_bench(cwd, "tiny.py", "--steps", "8", "--repeats", "1", "--json",
+                              "out.json", *(["--plot", "steps.png"] if PLOT else [])),
+            lambda: run_bench(cwd, "tiny.py", "--steps", "8", "--repeats", "1",
+                              env={"PLANT": "1"}))
+        written = {}
+        for name in ("out.json", "steps.png"):
+            if os.path.exists(os.path.join(cwd, name)):
+                with open(os.path.join(cwd, name), "rb") as f:
+                    written[name] = f.read()
+        return done, planted, written
+
+
+def background_jobs():
+    """The runs the test below asserts on, started after collection (tests/background.py)."""
+    return {"test_bench_runs_a_program_three_ways_and_reports_a_planted_difference":
+            _bench_and_planted}
 
 
 @pytest.mark.timeout(300)
-def test_bench_runs_a_program_three_ways_and_reports_a_planted_difference(tmp_path):
-    (tmp_path / "tiny.py").write_text(TINY)
-    plot = importlib.util.find_spec("matplotlib") is not None
-    # the planted run (below) side by side with this one: each its own bench and children
-    done, planted = side_by_side(
-        lambda: run_bench(tmp_path, "tiny.py", "--steps", "8", "--repeats", "1", "--json",
-                          "out.json", *(["--plot", "steps.png"] if plot else [])),
-        lambda: run_bench(tmp_path, "tiny.py", "--steps", "8", "--repeats", "1",
-                          env={"PLANT": "1"}))
+def test_bench_runs_a_program_three_ways_and_reports_a_planted_difference():
+    done, planted, written = background.result(
+        f"{__name__}.test_bench_runs_a_program_three_ways_and_reports_a_planted_difference",
+        _bench_and_planted)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     for way in ("eager", "tf.function", "gpe"):  # progress on stderr
         assert f"[tiny] {way}, run 1 of 1" in done.stderr
@@ -181,7 +205,7 @@ def test_bench_runs_a_program_three_ways_and_reports_a_planted_difference(tmp_pa
     assert set(rows) == {"eager", "tf.function", "gpe"}, done.stdout
     assert "DIFFERS: state, printed output" in rows["tf.function"]  # `seen`: once, at trace
     assert rows["gpe"].rstrip(" |").endswith("identical"), rows["gpe"]
-    data = json.loads((tmp_path / "out.json").read_text())
+    data = json.loads(written["out.json"])
     assert data["schema"] == 1 and data["settings"]["repeats"] == 1
     program, = data["programs"]
     assert program["program"] == "tiny" and program["steps"] == 8
@@ -198,8 +222,8 @@ def test_bench_runs_a_program_three_ways_and_reports_a_planted_difference(tmp_pa
     assert gpe_row["sliced_calls"] >= 3 and gpe_row["build_s"] > 0, gpe_row  # ran in the graph
     assert gpe_row["stats"]["train_step"]["graph_calls"] == gpe_row["sliced_calls"]
     assert {"eager_calls", "fallback_overhead", "reasons", "calibration"} <= set(gpe_row)
-    if plot:
-        assert (tmp_path / "steps.png").read_bytes()[:4] == b"\x89PNG"
+    if PLOT:
+        assert written["steps.png"][:4] == b"\x89PNG"
     assert planted.returncode == 1, planted.stdout + planted.stderr[-3000:]
     gpe_line = next(line for line in planted.stdout.splitlines() if line.startswith("| gpe "))
     assert "DIFFERS: losses" in gpe_line, planted.stdout

@@ -1,7 +1,10 @@
 """MultiWorkerMirroredStrategy on 2 local workers (examples/multiworker.py): one process
 per worker with its TF_CONFIG; the workers agree, gpe equals eager; a worker killed
 mid-training makes the other end with an error in bounded time, and a restart from the
-last checkpoint ends at the weights of an uninterrupted run."""
+last checkpoint ends at the weights of an uninterrupted run.
+
+Each launch depends on nothing the tests do: it runs in the background
+(tests/background.py), and its test asserts on it."""
 import json
 import os
 import subprocess
@@ -9,19 +12,60 @@ import sys
 
 import pytest
 
+import background
+
 EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                        "examples", "multiworker.py")
+DISTRIBUTED = os.path.join(os.path.dirname(EXAMPLE), "distributed.py")
 
 
-def _launch(tmp_path, *args):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    return subprocess.run([sys.executable, EXAMPLE, "--workers", "2", *args], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=280, env=env)
+def _launch(*args):
+    with background.folder() as cwd:
+        return subprocess.run([sys.executable, EXAMPLE, "--workers", "2", *args], cwd=cwd,
+                              capture_output=True, text=True, timeout=280,
+                              env=background.env(TF_CPP_MIN_LOG_LEVEL="3"))
+
+
+def _subclassed(wrap):
+    """examples/distributed.py --strategy multiworker: (its run, the JSON it wrote)."""
+    with background.folder() as cwd:
+        out = os.path.join(cwd, "result.json")
+        proc = subprocess.run([sys.executable, DISTRIBUTED, "--strategy", "multiworker",
+                               "--program", "subclassed", "--mode", "eager,gpe", "--wrap", wrap,
+                               "--steps", "14", "--timeout", "300", "--json", out],
+                              cwd=cwd, capture_output=True, text=True, timeout=380,
+                              env=background.env(TF_CPP_MIN_LOG_LEVEL="3"))
+        return proc, (open(out).read() if os.path.exists(out) else None)
+
+
+LAUNCHES = {
+    "test_two_workers_agree_and_gpe_equals_eager":
+        lambda: _launch("--mode", "both", "--steps", "8"),
+    "test_two_workers_with_the_replica_step_sliced_equal_eager":
+        lambda: _launch("--mode", "both", "--steps", "8", "--wrap", "replica"),
+    "test_two_workers_with_a_host_work_replica_step_slice_and_equal_eager":
+        lambda: _launch("--mode", "both", "--steps", "8", "--wrap", "replica", "--host-work"),
+    "test_killed_worker_ends_the_other_with_an_error_and_restart_resumes":
+        lambda: _launch("--mode", "gpe", "--steps", "8", "--every", "3", "--die-at", "4",
+                        "--timeout", "15"),
+    # both wraps of the parametrized test, one after the other (one job: one test name)
+    "test_subclassed_model_on_two_workers_equals_eager_side_by_side":
+        lambda: {wrap: _subclassed(wrap) for wrap in ("dist", "replica")},
+}
+
+
+def background_jobs():
+    """The launches the tests below assert on, started after collection."""
+    return LAUNCHES
+
+
+def _result(test):
+    return background.result(f"{__name__}.{test}", LAUNCHES[test])
 
 
 @pytest.mark.timeout(300)
-def test_two_workers_agree_and_gpe_equals_eager(tmp_path):
-    proc = _launch(tmp_path, "--mode", "both", "--steps", "8")
+def test_two_workers_agree_and_gpe_equals_eager():
+    proc = _result("test_two_workers_agree_and_gpe_equals_eager")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     out = proc.stdout
     assert "eager: workers agree: True" in out and "gpe: workers agree: True" in out
@@ -30,10 +74,10 @@ def test_two_workers_agree_and_gpe_equals_eager(tmp_path):
 
 
 @pytest.mark.timeout(300)
-def test_two_workers_with_the_replica_step_sliced_equal_eager(tmp_path):
+def test_two_workers_with_the_replica_step_sliced_equal_eager():
     """gpe.function on the per-replica step only, called by plain strategy.run: one
     replicated sliced call per step on each worker (host/distribution/replicated.py)."""
-    proc = _launch(tmp_path, "--mode", "both", "--steps", "8", "--wrap", "replica")
+    proc = _result("test_two_workers_with_the_replica_step_sliced_equal_eager")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     out = proc.stdout
     assert "eager: workers agree: True" in out and "gpe: workers agree: True" in out
@@ -42,15 +86,14 @@ def test_two_workers_with_the_replica_step_sliced_equal_eager(tmp_path):
 
 
 @pytest.mark.timeout(300)
-def test_two_workers_with_a_host_work_replica_step_slice_and_equal_eager(tmp_path):
+def test_two_workers_with_a_host_work_replica_step_slice_and_equal_eager():
     """A per-replica step with host work (a printed step counter, the loss read back with
     .numpy() into a Python list), gpe.function on it, plain strategy.run on each of 2
     workers: the workers agree, gpe's losses, weights, printed output and host list equal
     eager's on every worker, and every call after the 3 profile calls runs sliced (the
     host part in the worker's replica thread, the TF part with the collective all-reduce
     in the graph: host/distribution/replica_step.py)."""
-    proc = _launch(tmp_path, "--mode", "both", "--steps", "8", "--wrap", "replica",
-                   "--host-work")
+    proc = _result("test_two_workers_with_a_host_work_replica_step_slice_and_equal_eager")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     out = proc.stdout
     assert "eager: workers agree: True" in out and "gpe: workers agree: True" in out
@@ -61,9 +104,8 @@ def test_two_workers_with_a_host_work_replica_step_slice_and_equal_eager(tmp_pat
 
 
 @pytest.mark.timeout(300)
-def test_killed_worker_ends_the_other_with_an_error_and_restart_resumes(tmp_path):
-    proc = _launch(tmp_path, "--mode", "gpe", "--steps", "8", "--every", "3",
-                   "--die-at", "4", "--timeout", "15")
+def test_killed_worker_ends_the_other_with_an_error_and_restart_resumes():
+    proc = _result("test_killed_worker_ends_the_other_with_an_error_and_restart_resumes")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     out = proc.stdout
     killed = next(line for line in out.splitlines() if "killed at step 4" in line)
@@ -72,24 +114,27 @@ def test_killed_worker_ends_the_other_with_an_error_and_restart_resumes(tmp_path
     assert "restarted run ends at the uninterrupted run's weights: True" in out
 
 
-DISTRIBUTED = os.path.join(os.path.dirname(EXAMPLE), "distributed.py")
+_SUBCLASSED: dict = {}
 
 
-@pytest.mark.timeout(400)
+def _subclassed_runs():
+    """Both wraps' runs, taken from the background once (the first parameter's test)."""
+    if not _SUBCLASSED:
+        _SUBCLASSED.update(
+            _result("test_subclassed_model_on_two_workers_equals_eager_side_by_side"))
+    return _SUBCLASSED
+
+
+@pytest.mark.timeout(760)  # its job runs both wraps (each killed past 380 s)
 @pytest.mark.parametrize("wrap", ["dist", "replica"])
-def test_subclassed_model_on_two_workers_equals_eager_side_by_side(tmp_path, wrap):
+def test_subclassed_model_on_two_workers_equals_eager_side_by_side(wrap):
     """examples/distributed.py --strategy multiworker: a subclassed keras.Model with its
     custom step (SGD with momentum, a Keras loss), eager and gpe taking turns in each of
     2 workers (launched with TF_CONFIG each; killed past the timeout): the workers agree,
     gpe's losses and weights equal eager's, every call after the profile calls sliced."""
-    out = tmp_path / "result.json"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.run([sys.executable, DISTRIBUTED, "--strategy", "multiworker",
-                           "--program", "subclassed", "--mode", "eager,gpe", "--wrap", wrap,
-                           "--steps", "14", "--timeout", "300", "--json", str(out)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=380, env=env)
+    proc, written = _subclassed_runs()[wrap]
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    modes = json.loads(out.read_text())["modes"]
+    modes = json.loads(written)["modes"]
     eager, sliced = modes["eager"], modes["gpe"]
     assert "error" not in eager and "error" not in sliced, (eager, sliced)
     assert eager["agree"] and sliced["agree"] and eager["workers"] == 2
