@@ -65,6 +65,9 @@ class Key(enum.Enum):
     EXITS = "bool: a host statement that may return from the function (e.g. an `if` with `return`)"
     ROWS = ("bool on a Name in the header of a `for` the TF part unrolls: a tensor iterated "
             "row by row (the TF part unstacks it; eagerly Python slices it)")
+    ITERATED = ("str on a `for` holding TF ops over an object reached by a name or a chain (a "
+                "user's data loader): its dotted path; the profile program records what each "
+                "iteration binds (Facts.iterables)")
     NESTED = ("bool: a host statement that calls a function gpe slices too: the TF part "
               "follows the call, running that function's TF part when the host says so")
     MIRROR = ("bool: a `for`, `while` or `if` the host decides whose body holds TF work: the TF "

@@ -132,12 +132,18 @@ def fixed_isinstance(inf, node: gast.Call) -> bool:
 
 
 def dataset_elements(kinds, iterable: gast.expr, target: gast.AST) -> bool:
-    """`iterable` is a dataset argument whose elements match `target` tensor for tensor
-    (a Name for a bare tensor, a tuple of as many names for a tuple): `for x, y in ds`."""
+    """`iterable` is a dataset argument, or an object whose elements the profile calls saw
+    be tensors (Facts.iterables), whose elements match `target` tensor for tensor (a Name
+    for a bare tensor, a tuple of as many names for a tuple): `for x, y in ds`."""
+    root = chain_root(iterable)
+    if root is None or root.id in kinds.rebound:
+        return False
     fact = kinds.facts.args.get(iterable.id) if isinstance(iterable, gast.Name) else None
-    if fact is None or fact.elements is None or iterable.id in kinds.rebound:
+    elements = fact.elements if fact is not None and fact.elements is not None else \
+        kinds.facts.iterables.get(dotted(iterable))
+    if elements is None:
         return False
     if isinstance(target, gast.Name):
-        return fact.elements == 0
-    return isinstance(target, (gast.Tuple, gast.List)) and len(target.elts) == \
-        fact.elements and all(isinstance(e, gast.Name) for e in target.elts)
+        return elements in (0, -1)
+    return isinstance(target, (gast.Tuple, gast.List)) and elements in (
+        len(target.elts), -1) and all(isinstance(e, gast.Name) for e in target.elts)

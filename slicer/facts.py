@@ -110,6 +110,13 @@ class Facts:
     # statement reads: the host sends their values, so not fixed for the call once
     # rebound (slicer/pipeline.py)
     host_numbers: frozenset = frozenset()
+    # what iterating an object (`for X, Y in train_iter`, a user's data loader) gives, by
+    # the iterable's dotted path: tensors, so many per element (0 a bare tensor, n a tuple
+    # of n; -1 any of those: a user's iterable argument, speculated before a profile call
+    # saw it). JANUS speculation: the profile calls must see tensors, each element is
+    # checked where the host sends it, one that does not fit is handed back to the host
+    # (host/variants/builder.py)
+    iterables: Mapping[str, int] = field(default_factory=dict)
     # why calling an object is host work, where the caller knows (a user's layer whose
     # `call` has host statements): named in explain and in fallback reasons
     why_host: Callable[[Any], str | None] | None = None

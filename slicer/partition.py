@@ -120,7 +120,9 @@ class _Partition:
             bound=bound, rescuable=w.rescuable, nested=tuple(w.nested),
             rescues=tuple(w.rescues.items()), with_gates=tuple(w.with_gates),
             lines=tuple(w.lines), assumptions=(self.facts.assumed,) if self.facts.assumed
-            else (), temporaries=tuple(temporaries(fn).items()))
+            else (), temporaries=tuple(temporaries(fn).items()),
+            iterated=tuple(sorted({anno.get(s, Key.ITERATED) for s in nodes.walk(fn)
+                                   if anno.has(s, Key.ITERATED)})))
 
     # walking the body ---------------------------------------------------------------
     def block(self, stmts: list[gast.stmt], carried: tuple[str, ...] | None
@@ -216,12 +218,17 @@ class _Partition:
             stmt = self.writer.profile_replace.get(id(stmt), stmt)
             if anno.get(stmt, Key.MIRROR):
                 each = self.writer.profile_each.get(id(stmt), [])
+                if anno.has(stmt, Key.ITERATED):
+                    each = _iteration_observed(stmt) + each
                 stmt = copy.copy(stmt)
                 stmt.body = each + self._observed(stmt.body)
                 stmt.orelse = self._observed(stmt.orelse)
             elif isinstance(stmt, gast.With) and anno.get(stmt, Key.PLACE) == Place.TF:
                 stmt = copy.copy(stmt)  # its gates (gate_in_with) are observed inside
                 stmt.body = self._observed(stmt.body)
+            elif anno.has(stmt, Key.ITERATED) and anno.get(stmt, Key.PLACE) == Place.HOST:
+                stmt = copy.copy(stmt)  # what each iteration binds (Facts.iterables)
+                stmt.body = _iteration_observed(stmt) + stmt.body
             out.append(stmt)
         return out
 
@@ -440,3 +447,16 @@ def _plain_arguments(args: gast.arguments) -> gast.arguments:
     plain.defaults = []
     plain.kw_defaults = [None] * len(args.kwonlyargs)
     return plain
+
+
+def _iteration_observed(loop: gast.For) -> list[gast.stmt]:
+    """`_gpe_obs(("iterated", path, n), (x, y))`: a host loop's target values, observed at
+    the start of each iteration of a profile call (n: 0 for a name, else the tuple's
+    length)."""
+    target = loop.target
+    names = [target] if isinstance(target, gast.Name) else list(target.elts)
+    count = 0 if isinstance(target, gast.Name) else len(names)
+    values = gast.Tuple(elts=[gast.Name(id=n.id, ctx=gast.Load(), annotation=None,
+                                        type_comment=None) for n in names], ctx=gast.Load())
+    index = f"('iterated', {anno.get(loop, Key.ITERATED)!r}, {count})"
+    return templates.replace(f"_gpe_obs({index}, __v__)", __v__=values)

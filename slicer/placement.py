@@ -18,6 +18,7 @@ from . import anno, nodes
 from .anno import Key
 from .errors import Refusal
 from .facts import CONSTANT_BUILTINS, ORDERING_BUILTINS, TF_CALLABLES, TF_KINDS, Facts, Kind
+from .chains import chain_root
 from .hoist import is_tf_statement, is_tf_with, tf_evaluable
 from .parser import Parsed
 from .plan import EAGER_INSIDE
@@ -45,6 +46,18 @@ _LEAVES = (gast.Break, gast.Continue, gast.Return, gast.Yield, gast.YieldFrom, g
 
 _NOT_MIRRORED = (gast.Yield, gast.YieldFrom, gast.Try, gast.FunctionDef, gast.ClassDef,
                  gast.Lambda, gast.Global, gast.Nonlocal, gast.Await)
+
+
+def _iterated(stmt: gast.stmt) -> bool:
+    """A `for` over an object (of a user's class, say) reached by a name or an attribute
+    chain (`train_iter`, `self.loader`), binding a name or a tuple of names: what its
+    iterations bind can be observed, and speculated on (Key.ITERATED)."""
+    if not isinstance(stmt, gast.For) or stmt.orelse or chain_root(stmt.iter) is None or \
+            anno.get(stmt.iter, Key.KIND) != Kind.HOST:  # (not a dataset, a list, a tensor)
+        return False
+    target = stmt.target
+    return isinstance(target, gast.Name) or isinstance(target, (gast.Tuple, gast.List)) and \
+        all(isinstance(e, gast.Name) for e in target.elts)
 
 
 def nested_call(stmt: gast.stmt) -> gast.Call | None:
@@ -243,6 +256,8 @@ class _Placer:
             f" ({EAGER_INSIDE})" if inner_tf else "") + (f"; {why}" if sync else "")
         anno.set(stmt, Key.SYNC, sync or inner_tf)
         anno.set(stmt, Key.EXITS, any(isinstance(n, gast.Return) for n in _same_scope(stmt)))
+        if inner_tf and _iterated(stmt):
+            anno.set(stmt, Key.ITERATED, dotted(stmt.iter))
         self._set(stmt, Place.HOST, "host: " + why)
 
     def _tf_compound(self, stmt: gast.stmt) -> bool:
@@ -339,6 +354,8 @@ class _Placer:
         follows = ("a loop it is told about each iteration" if loop
                    else "the branch it is told was taken")
         anno.set(stmt, Key.MIRROR, True)
+        if _iterated(stmt):
+            anno.set(stmt, Key.ITERATED, dotted(stmt.iter))
         anno.set(stmt, Key.SYNC, sync)
         anno.set(stmt, Key.EXITS, any(isinstance(n, gast.Return) for n in _same_scope(stmt)))
         anno.set(stmt, Key.EFFECT, any(anno.get(s, Key.EFFECT) for s in inner))

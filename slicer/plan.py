@@ -123,6 +123,9 @@ class SlicePlan:
     with_gates: tuple[tuple[int, tuple[str, ...]], ...] = ()
     # the temporaries hoisting made: (name, the source of the expression it holds)
     temporaries: tuple[tuple[str, str], ...] = ()
+    # the dotted paths of the objects loops holding TF work iterate (Key.ITERATED): their
+    # profile observations say what iterating them gives (Facts.iterables)
+    iterated: tuple[str, ...] = ()
 
     @property
     def host_source(self) -> str:

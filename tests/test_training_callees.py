@@ -627,3 +627,76 @@ def test_a_loop_over_zip_of_a_captured_list_of_variables_is_unrolled_in_the_grap
     grads)` over it is still a sequence of fixed length, unrolled in the TF part (else each
     `param` would cross per iteration, which a variable cannot)."""
     check(_zip_update_program, None, graph_calls=4)
+
+
+class _Loader:
+    """A user's data loader (d2l's SeqDataLoader): a plain class whose `__iter__` yields
+    (X, y) batches as tensors. `labels_flat` from its `flat_from` pass on: y of rank 1."""
+
+    def __init__(self, batch, flat_from=None):
+        rng = np.random.default_rng(0)
+        self.X = rng.normal(size=(48, 4)).astype(np.float32)
+        self.y = self.X @ np.array([[1.0], [-2.0], [0.5], [3.0]], np.float32)
+        self.batch, self.flat_from, self.passes = batch, flat_from, 0
+
+    def __iter__(self):
+        self.passes += 1
+        flat = self.flat_from is not None and self.passes >= self.flat_from
+        for i in range(0, len(self.X), self.batch):
+            y = self.y[i:i + self.batch]
+            yield tf.constant(self.X[i:i + self.batch]), tf.constant(y[:, 0] if flat else y)
+
+
+class _Linear:
+    """The user's model: a plain class holding a variable."""
+
+    def __init__(self):
+        self.w = tf.Variable(tf.zeros([4, 1]))
+
+    def __call__(self, X):
+        return tf.matmul(X, self.w)
+
+
+def _squared(y_hat, y):
+    return tf.reduce_mean((y_hat - y) ** 2)
+
+
+def _loader_epoch_program(flat_from=None):
+    def make(log):
+        net = _Linear()
+        opt = tf.keras.optimizers.SGD(0.05)
+
+        def epoch(loader):
+            total = 0.0
+            for X, y in loader:
+                with tf.GradientTape() as tape:
+                    loss = _squared(net(X), y)
+                opt.apply_gradients([(tape.gradient(loss, net.w), net.w)])
+                total += float(loss)
+            return total
+        return epoch, {"w": net.w}, [(_Loader(16, flat_from),)] * 6
+    return make
+
+
+def test_an_epoch_over_a_users_loader_runs_in_the_graph():
+    """`for X, y in loader` over a user's class: what it yields was unknown when slicing, so
+    `net(X)` and `_squared(...)`, the user's, were calls on host values, not judged: the
+    tape's loss was host-made, every call eager. The profile calls saw tensors: sliced again
+    speculating so (JANUS), the TF part follows the loop, the host sends each batch (sliced
+    again at once, from the profile call's runs)."""
+    check(_loader_epoch_program(), None, graph_calls=5, profile_calls=1)
+
+
+def test_a_batch_of_another_rank_from_a_users_loader_is_handed_back():
+    """From its fifth pass the loader yields labels of rank 1 (eagerly `X @ w - y`
+    broadcasts to a square): the speculation's check at the loop's first batch hands the
+    call back to the host, which finishes it eagerly, as eager does (the fifth call, counted
+    as sliced; the sixth profiles labels of rank 1)."""
+    eagerly = frozenset({"ReadVariableOp", "MatMul", "Sub", "Pow", "Mean", "Reshape", "Tile",
+                         "RealDiv", "Mul", "Shape", "BroadcastGradientArgs", "Sum",
+                         "Identity", "AssignSubVariableOp", "Cast", "AddV2",
+                         "AssignVariableOp"})  # (the handed-back call's, on the host)
+    under = check(_loader_epoch_program(flat_from=5), None, graph_calls=4, profile_calls=1,
+                  host_ops_allowed=eagerly)
+    failures = " ".join(under.target.stats()["guard_failures"])
+    assert "mid-call" in failures and "loop X, y" in failures, failures

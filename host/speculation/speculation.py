@@ -36,7 +36,17 @@ PATH_WINDOW = 8      # ...counted over this many calls
 MAX_PATH_VALUES_EVER = 2  # ...and in all: one that changed twice is sent (a rate annealed
 # every few dozen steps would otherwise get a variant per value)
 MAX_SHAPES = 2       # exact shapes of a tensor argument before its changing dimensions relax
+_LIBRARIES = frozenset({"tensorflow", "keras", "tf_keras", "numpy", "gpe"})
 MAX_UNFOLDS = 2      # times a folded entry value may change before it is sent
+
+
+def user_iterable(obj: Any) -> bool:
+    """An object of a user's class that defines `__iter__` (a data loader), not a builtin
+    container, an array or a TF or Keras object."""
+    iterate = getattr(type(obj), "__iter__", None)
+    return inspect.isfunction(iterate) and (iterate.__module__ or "").split(".")[0] not in \
+        _LIBRARIES
+
 
 
 class Assumptions:
@@ -53,6 +63,8 @@ class Assumptions:
         self.fold_failures: dict[str, int] = {}  # entry values that broke their constant
         self.unfolded: set[str] = set()          # entry values never folded again
         self.host_only: set[str] = set()         # names seen not to fit a channel
+        self.iterables: dict[str, int] = {}      # loops' objects seen to give tensors
+        self.not_iterated: set[str] = set()      # loops' objects not speculated on
         self.entry_always = False                # random ops' seeds need an entry
 
     def describe(self, values) -> tuple:
@@ -69,16 +81,27 @@ class Assumptions:
                 # with it as a constant: slicer/callsites.py)
                 "host_numbers": frozenset(self.unfolded)}
 
+    def iterables_for(self, objects: dict) -> dict[str, int]:
+        """What the slicer is told of what iterating objects gives (Facts.iterables): the
+        object arguments that are a user's iterables, speculated to give tensors (-1, until
+        a profile call has seen them), and the objects the profile calls saw give tensors."""
+        out = {name: -1 for name, obj in objects.items()
+               if name not in self.not_iterated and user_iterable(obj)}
+        out.update(self.iterables)
+        return out
+
     def plan_state(self) -> tuple:
         """What of these assumptions a plan depends on besides the arguments' kinds."""
         return (frozenset(self.dynamic), frozenset(self.host_only),
-                frozenset(self.dynamic_paths), self.entry_always, frozenset(self.unfolded))
+                frozenset(self.dynamic_paths), self.entry_always, frozenset(self.unfolded),
+                frozenset(self.iterables.items()), frozenset(self.not_iterated))
 
     def plan_key(self, described: tuple) -> tuple:
         """Where plans for arguments described so (see describe) are cached: calls that
         differ only in tensor shapes, which the slicer does not look at, share them."""
         return (_shape_free(described), frozenset(self.host_only),
-                frozenset(self.dynamic_paths), self.entry_always, frozenset(self.unfolded))
+                frozenset(self.dynamic_paths), self.entry_always, frozenset(self.unfolded),
+                frozenset(self.iterables.items()), frozenset(self.not_iterated))
 
     # seen while calling ----------------------------------------------------------------
     def note_ints(self, values) -> bool:

@@ -23,7 +23,7 @@ from ..speculation.speculation import (Assumptions, NotObserved, channel_specs, 
 from .variant import Crossings, Variant, assemble, callee_variant
 from ...slicer import Refusal, SlicePlan, callees, slice_function
 from ...slicer.plan import ChannelKind
-from ...tfprog.channels import Unsendable, read_variable, spec_of, structure_of
+from ...tfprog.channels import Unsendable, ValueSpec, read_variable, spec_of, structure_of
 from ...tfprog.part import NeedsEntry, NeedsFolding, PartError
 
 log = logging.getLogger("gpe")
@@ -52,6 +52,7 @@ class Builder:
         self.last_plan: SlicePlan | None = None
         self.taken_under: dict[int, tuple] = {}  # id(plan) -> assumptions when last taken
         self.refusals: dict[tuple, Refusal] = {}  # plan key -> the slicer's refusal
+        self.iterables: dict[int, dict] = {}  # id(plan) -> its Facts.iterables
         self.unbuilt_tries = 0
 
     def plan(self, values: dict) -> SlicePlan:
@@ -71,8 +72,9 @@ class Builder:
                 self.last_plan = plan
                 self.taken_under[id(plan)] = assumed.plan_state()
                 return plan
-        facts = dataclasses.replace(signature.facts_for(described, values), **assumed.facts(),
-                                    reads=oracle.method_reads)
+        facts = signature.facts_for(described, values)
+        facts = dataclasses.replace(facts, **assumed.facts(), reads=oracle.method_reads,
+                                    iterables=assumed.iterables_for(facts.objects))
         with oracle.unbuilt as unbuilt, callees.Recording() as judged:
             try:
                 plan = slice_function(self.owner.fn, facts)
@@ -86,6 +88,7 @@ class Builder:
                     "slicer-error", f"the slicer failed: {type(exc).__name__}: {exc}")
                 raise refusal from exc
         self._unbuilt(unbuilt, judged)
+        self.iterables[id(plan)] = dict(facts.iterables)
         candidates.append((plan, self._capture_types(plan, values)))
         self.last_plan = plan
         self.taken_under[id(plan)] = assumed.plan_state()
@@ -140,6 +143,42 @@ class Builder:
                         "_gpe_rt": _PROFILING})
         return program(*args, **kwargs), observed
 
+    def _speculated(self, plan: SlicePlan, runs: list) -> set[str]:
+        """The iterated objects `plan` was sliced speculating on (Facts.iterables), checked
+        against what the profile `runs` saw: each gave tensors, or the function is sliced
+        again without that speculation (NotBuilt); an object the runs saw give tensors and
+        not speculated on yet is from now on (sliced again)."""
+        assumed = self.owner.assumed
+        seen, mixed = _iterated_kinds(runs)
+        told = self.iterables.get(id(plan), {})
+        wrong = {p for p in plan.iterated if p in told and (p in mixed or p not in seen)}
+        if wrong:
+            self._unspeculate(wrong, "iterating it did not give tensors in every profile "
+                                     "call")
+        new = {p: seen[p] for p in plan.iterated if p in seen and p not in mixed
+               and p not in told and p not in assumed.not_iterated}
+        if new:  # JANUS: speculate that iterating these objects gives such tensors
+            assumed.iterables.update(new)
+            log.info("%s: iterating %s gave tensors in the profile calls; slicing again "
+                     "with them", self.owner.__qualname__, ", ".join(sorted(new)))
+            raise NotBuilt("iterated objects gave tensors", retry=True)
+        speculated = {p for p in plan.iterated if p in told}
+        if speculated and not plan.rescuable:
+            self._unspeculate(speculated, "the plan cannot hand a misfit back")
+        return speculated
+
+    def _unspeculate(self, paths: set[str], why: str) -> None:
+        """Give up the speculation on what iterating `paths` gives (an element that does not
+        fit could not be handed back to the host mid-call, or was not a tensor): sliced
+        again without it."""
+        assumed = self.owner.assumed
+        assumed.not_iterated |= paths
+        for path in paths:
+            assumed.iterables.pop(path, None)
+        log.info("%s: %s: %s; slicing again without speculating on it",
+                 self.owner.__qualname__, ", ".join(sorted(paths)), why)
+        raise NotBuilt(why, retry=True)
+
     @staticmethod
     def reshaped(plan: SlicePlan, values: dict, sibling) -> dict | None:
         """For arguments that differ from a sibling variant's (same plan) only in the shape
@@ -165,6 +204,7 @@ class Builder:
               adaptive: bool) -> Variant:
         """A variant from the profile runs of its key (raises NotBuilt)."""
         owner, assumed = self.owner, self.owner.assumed
+        speculated = self._speculated(plan, runs)
         try:
             seen = crossings(plan, runs, assumed, sibling)
             # as fast as its sibling (measured, or being measured: the first of the two
@@ -174,6 +214,9 @@ class Builder:
                                nested=[callee_variant(runs[-1].get(("call", slot)))
                                        for slot in range(len(plan.nested))])
             variant.runs = list(runs)  # a sibling built for a tree of another shape uses them
+            if speculated and not _hands_back(plan, variant):
+                self._unspeculate(speculated, "a loop of its TF part cannot hand a misfit "
+                                              "back")
             return variant
         except Unsendable as exc:
             if exc.names and not set(exc.names) <= assumed.host_only:
@@ -220,6 +263,34 @@ class Builder:
                          owner.__qualname__, ", ".join(relaxed), exc)
                 raise NotBuilt(str(exc), retry=True) from None
             raise NotBuilt(str(exc), retry=False) from None
+
+
+def _iterated_kinds(runs: list) -> tuple[dict[str, int], set[str]]:
+    """What the profile `runs` saw iterating objects (partition.py's `iterated`
+    observations): ({path: tensors per element} where every iteration gave tensors of one
+    dtype per position, the paths where one did not)."""
+    seen: dict[str, int] = {}
+    mixed: set[str] = set()
+    for run in runs:
+        for index, kinds in run.items():
+            if not (type(index) is tuple and index[0] == "kinds" and type(index[1]) is tuple
+                    and index[1][0] == "iterated"):
+                continue
+            _, path, count = index[1]
+            if all(len(k) == 1 and isinstance(s := next(iter(k)), ValueSpec) and not s.python
+                   for k in kinds):
+                seen[path] = count
+            else:
+                mixed.add(path)
+    return seen, mixed
+
+
+def _hands_back(plan: SlicePlan, variant: Variant) -> bool:
+    """Where the values sent with an iteration of a loop the host decides do not fit, the
+    host can finish the call eagerly: the plan is rescuable, and each loop that carries TF
+    values hands them back (a loop carrying none just stops)."""
+    return plan.rescuable and all(variant.part.specs.get(rescue) is not None
+                                  for _, rescue in plan.rescues)
 
 
 def _never_iterated(plan: SlicePlan, runs: list) -> set:
