@@ -3,7 +3,8 @@ the TensorBoard export, and every refusal (each with the bad file made here).
 
 One extraction (a subprocess, as a user runs it) of a generated package `blib` (52
 functions with declared types, and some that must be skipped) serves the tests; programs
-that load it run in fresh subprocesses, so that what they register and trace is theirs.
+that load it run in fresh subprocesses, so that what they register and trace is theirs
+(side by side, after the extraction, in the background: tests/background.py).
 """
 import glob
 import hashlib
@@ -12,15 +13,18 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import pytest
 import tensorflow as tf
 
+import background
 import gpe
 from gpe.cli import main as cli
 from gpe.host.bundles import bundle_load
 from gpe.tfprog import bundle as bundles
+from side_by_side import side_by_side
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N = 50
@@ -106,9 +110,8 @@ def f{i}(x):
 
 
 def run(args, cwd, timeout=240):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env=env)
+                          env=background.env(TF_CPP_MIN_LOG_LEVEL="3"))
 
 
 def write_package(folder, marker):
@@ -125,19 +128,48 @@ def write_package(folder, marker):
         f.write("import no_such_module_anywhere\n")
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """(folder, bundle path, extraction's stderr): blib extracted to blib/gpe_bundle."""
-    folder = str(tmp_path_factory.mktemp("bundle"))
+def _extract_and_load():
+    """blib extracted to blib/gpe_bundle (in a folder of its own, removed by `extracted`),
+    then the programs that load the bundle, each a fresh process, side by side (each reads
+    the bundle or a copy of blib of its own): (folder, bundle path, extraction, {program:
+    its run}), no programs when the extraction failed."""
+    folder = tempfile.mkdtemp(prefix="gpe-tests-bundle-")
     marker = os.path.join(folder, "MAIN_RAN")
     write_package(folder, marker)
     out = os.path.join(folder, "blib", "gpe_bundle")
     done = run([sys.executable, "-m", "gpe.cli", "extract", "blib", "-o", out,
                 "--tensorboard", os.path.join(folder, "tb")], folder, timeout=400)
+    if done.returncode != 0:
+        return folder, out, done, {}
+    # each program's files made first, then the programs run (none writes what another reads)
+    programs = {name: make(folder, out) for name, make in (
+        ("client", _client), ("fresh", _neighbour_fresh), ("stale", _neighbour_stale),
+        ("clash", _clash))}
+    return folder, out, done, dict(zip(programs, side_by_side(*programs.values())))
+
+
+@pytest.fixture(scope="module")
+def extracted():
+    folder, out, done, runs = background.result(f"{__name__}.extracted", _extract_and_load)
+    yield folder, out, done, runs
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def built(extracted):
+    """(folder, bundle path, extraction's stderr): blib extracted to blib/gpe_bundle."""
+    folder, out, done, _ = extracted
     assert done.returncode == 0, done.stderr[-3000:]
     return folder, out, done.stderr
 
 
+@pytest.fixture(scope="module")
+def loaded(built, extracted):
+    """{program: its run} of the programs that load the bundle (run with the extraction)."""
+    return extracted[3]
+
+
+@pytest.mark.timeout(600)  # (the extraction and the programs, if this test runs them)
 def test_extract_reports_progress_and_skips_and_runs_no_script_code(built):
     folder, out, stderr = built
     total = N + 9  # the generated ones and the 9 above (_mix, act: no declared types)
@@ -263,12 +295,15 @@ print(json.dumps({
 """
 
 
-def test_load_runs_in_the_graph_as_eager_without_slicing(built):
-    folder, out, _ = built
+def _client(folder, out):
     script = os.path.join(folder, "client.py")
     with open(script, "w") as f:
         f.write(CLIENT)
-    done = run([sys.executable, script, out], folder)
+    return lambda: run([sys.executable, script, out], folder)
+
+
+def test_load_runs_in_the_graph_as_eager_without_slicing(loaded):
+    done = loaded["client"]
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.splitlines()[-1])
     assert report["same"], (report["eager"], report["sliced"])
@@ -337,13 +372,35 @@ except gpe.BundleError as exc:
 """
 
 
-def test_bundle_next_to_the_module_is_used_until_its_source_changes(built, tmp_path):
-    folder, _, _ = built
-    shutil.copytree(os.path.join(folder, "blib"), tmp_path / "blib")
-    script = tmp_path / "neighbour.py"
-    script.write_text(NEIGHBOUR)
-    bundle = str(tmp_path / "blib" / "gpe_bundle")
-    fresh = run([sys.executable, str(script), bundle], tmp_path)
+def _neighbour(folder, name, edit):
+    """NEIGHBOUR's run, on a copy of blib of its own (its many.py edited if `edit`)."""
+    copy = os.path.join(folder, name)
+    shutil.copytree(os.path.join(folder, "blib"), os.path.join(copy, "blib"))
+    script = os.path.join(copy, "neighbour.py")
+    with open(script, "w") as f:
+        f.write(NEIGHBOUR)
+    if edit:
+        many = os.path.join(copy, "blib", "many.py")
+        with open(many) as f:
+            text = f.read()
+        with open(many, "w") as f:
+            f.write(text.replace("def _mix(x, k):", "def _mix(x, k):  # edited"))
+    return lambda: run([sys.executable, script, os.path.join(copy, "blib", "gpe_bundle")],
+                       copy)
+
+
+def _neighbour_fresh(folder, out):
+    return _neighbour(folder, "fresh", edit=False)
+
+
+def _neighbour_stale(folder, out):
+    return _neighbour(folder, "stale", edit=True)
+
+
+def test_bundle_next_to_the_module_is_used_until_its_source_changes(loaded):
+    """The bundle next to blib is used as it is; once blib/many.py changed (the same copy
+    made twice, run side by side: as it is, and edited), it is not."""
+    fresh = loaded["fresh"]
     assert fresh.returncode == 0, fresh.stderr[-3000:]
     assert "same True ['positive', 'not positive', 'not positive', 'positive']" in fresh.stdout
     assert "stats 0 5 ['x: float32(None, 4) (from bundle)']" in fresh.stdout
@@ -353,9 +410,7 @@ def test_bundle_next_to_the_module_is_used_until_its_source_changes(built, tmp_p
     assert "other True 3 2 0 6 1" in fresh.stdout
     assert "warnings []" in fresh.stdout and "loaded" in fresh.stdout
 
-    many = tmp_path / "blib" / "many.py"
-    many.write_text(many.read_text().replace("def _mix(x, k):", "def _mix(x, k):  # edited"))
-    stale = run([sys.executable, str(script), bundle], tmp_path)
+    stale = loaded["stale"]
     assert stale.returncode == 0, stale.stderr[-3000:]
     assert "same True" in stale.stdout
     assert "stats 3 2 ['x: tensor float32(3, 4)']" in stale.stdout  # sliced from source
@@ -462,11 +517,10 @@ print(json.dumps({"same": y == again, "refused": refused,
 """
 
 
-def test_another_bundle_with_the_same_names_and_other_definitions_is_refused(built, tmp_path):
-    """One eager context holds one function of a name: a bundle whose FunctionDef has the
-    name of a different one loaded before is refused, not run as the first one."""
-    folder, out, _ = built
-    copy, edited = str(tmp_path / "copy"), str(tmp_path / "edited")
+def _clash(folder, out):
+    """CLASH's run with the bundle, a plain copy and a copy whose f3 subtracts where it
+    added: (its run, f3's entry in the index, the edited copy's path)."""
+    copy, edited = os.path.join(folder, "clash-copy"), os.path.join(folder, "clash-edited")
     shutil.copytree(out, copy)
     shutil.copytree(out, edited)
     f3 = json.load(open(os.path.join(out, "index.json")))["functions"]["blib.many.f3"]
@@ -478,7 +532,13 @@ def test_another_bundle_with_the_same_names_and_other_definitions_is_refused(bui
     script = os.path.join(folder, "clash.py")  # where blib is found
     with open(script, "w") as f:
         f.write(CLASH)
-    done = run([sys.executable, script, out, copy, edited], folder)
+    return lambda: (run([sys.executable, script, out, copy, edited], folder), f3, edited)
+
+
+def test_another_bundle_with_the_same_names_and_other_definitions_is_refused(loaded):
+    """One eager context holds one function of a name: a bundle whose FunctionDef has the
+    name of a different one loaded before is refused, not run as the first one."""
+    done, f3, edited = loaded["clash"]
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.splitlines()[-1])
     assert report["same"] and report["graph_calls"] == 2
@@ -496,14 +556,31 @@ def test_unsafe_ops_load_when_allowed_by_name(built, tmp_path):
     assert bundles.read(copy, allow_ops={"ReadFile"}).functions  # passes the checks
 
 
-def test_example_library_extracts_and_its_client_matches_eager(tmp_path):
-    out = str(tmp_path / "mylib_bundle")
-    done = run([sys.executable, "-m", "gpe.cli", "extract",
-                os.path.join(ROOT, "examples", "mylib"), "-o", out], tmp_path)
+def _example_library():
+    """examples/mylib extracted, then its client on the bundle: (extraction, client run)."""
+    with background.folder() as folder:
+        out = os.path.join(folder, "mylib_bundle")
+        done = run([sys.executable, "-m", "gpe.cli", "extract",
+                    os.path.join(ROOT, "examples", "mylib"), "-o", out], folder)
+        if done.returncode != 0:
+            return done, None
+        return done, run([sys.executable, os.path.join(ROOT, "examples", "mylib_client.py"),
+                          out], folder)
+
+
+def background_jobs():
+    """The children the tests below assert on, started after collection
+    (tests/background.py): the extraction of blib and its programs, examples/mylib's."""
+    return {"extracted": _extract_and_load,
+            "test_example_library_extracts_and_its_client_matches_eager": _example_library}
+
+
+def test_example_library_extracts_and_its_client_matches_eager():
+    done, client = background.result(
+        f"{__name__}.test_example_library_extracts_and_its_client_matches_eager",
+        _example_library)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "mylib.model.train_step ... ok" in done.stderr
-    client = run([sys.executable, os.path.join(ROOT, "examples", "mylib_client.py"), out],
-                 tmp_path)
     assert client.returncode == 0, client.stdout + client.stderr[-3000:]
     assert "same as eager: True" in client.stdout
     assert "0 profiled" in client.stdout

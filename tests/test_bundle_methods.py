@@ -11,6 +11,7 @@ import textwrap
 
 import pytest
 
+import background
 from side_by_side import side_by_side
 
 MODULE = """
@@ -105,28 +106,46 @@ print(json.dumps(report))
 
 
 def run(args, cwd, timeout=300):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env=env)
+                          env=background.env(TF_CPP_MIN_LOG_LEVEL="3"))
+
+
+def _extract_and_load():
+    """mlib extracted, then `gpe inspect` and the client side by side (both only read the
+    bundle), in a folder of their own: (extraction, inspect, client); None for the two not
+    run when the extraction failed."""
+    with background.folder() as folder:
+        os.makedirs(os.path.join(folder, "mlib"))
+        open(os.path.join(folder, "mlib", "__init__.py"), "w").close()
+        with open(os.path.join(folder, "mlib", "nets.py"), "w") as f:
+            f.write(textwrap.dedent(MODULE))
+        out = os.path.join(folder, "bundle")
+        done = run([sys.executable, "-m", "gpe.cli", "extract", "mlib", "-o", out], folder)
+        if done.returncode != 0:
+            return done, None, None
+        with open(os.path.join(folder, "client.py"), "w") as f:
+            f.write(textwrap.dedent(CLIENT))
+        inspected, client = side_by_side(
+            lambda: run([sys.executable, "-m", "gpe.cli", "inspect", out], folder),
+            lambda: run([sys.executable, "client.py", out], folder))
+        return done, inspected, client
+
+
+def background_jobs():
+    """The runs the test below asserts on, started after collection (tests/background.py)."""
+    return {"test_methods_extract_and_bind_the_called_objects_variables": _extract_and_load}
 
 
 @pytest.mark.timeout(600)
-def test_methods_extract_and_bind_the_called_objects_variables(tmp_path):
-    pkg = tmp_path / "mlib"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "nets.py").write_text(textwrap.dedent(MODULE))
-    out = str(tmp_path / "bundle")
-    done = run([sys.executable, "-m", "gpe.cli", "extract", "mlib", "-o", out], tmp_path)
+def test_methods_extract_and_bind_the_called_objects_variables():
+    done, inspected, client = background.result(
+        f"{__name__}.test_methods_extract_and_bind_the_called_objects_variables",
+        _extract_and_load)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "mlib.nets.Net.__call__ ... ok" in done.stderr
     assert "mlib.nets.Net.step ... ok" in done.stderr
     assert "mlib.nets.NeedsArgs.__call__ ... skipped: a method of NeedsArgs: no instance" \
         in done.stderr
-    (tmp_path / "client.py").write_text(textwrap.dedent(CLIENT))
-    inspected, client = side_by_side(  # both only read the bundle
-        lambda: run([sys.executable, "-m", "gpe.cli", "inspect", out], tmp_path),
-        lambda: run([sys.executable, "client.py", out], tmp_path))
     assert "captures self.variables[0] net/b:0 float32[4]" in inspected.stdout or \
         "captures self.variables[1] net/b:0 float32[4]" in inspected.stdout, inspected.stdout
     assert client.returncode == 0, client.stderr[-3000:]

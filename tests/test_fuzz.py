@@ -24,11 +24,6 @@ def _generated():
     return run_seeds(SEEDS, timeout=90, env=background.env())
 
 
-def background_jobs():
-    """The seeds, started after collection (tests/background.py)."""
-    return {"test_generated_programs_match_eager": _generated}
-
-
 @pytest.mark.timeout(900)
 def test_generated_programs_match_eager():
     """Every seed (a seed with a finding becomes a minimal regression test in
@@ -112,19 +107,22 @@ PLANTS = {
 ARGS = [([0.5, 1.0, 1.5], 1, False, 0.5)] * 2 + [([0.25, -1.0, 1.5], 2, True, 0.5)] * 3
 
 
-@pytest.mark.timeout(600)
-def test_planted_findings_are_caught_by_one_worker_in_a_row():
-    worker = Worker(recycle=100)
+ORDER = ["same", 0, "diff", "gpe_error", 1, "hang", 2, "crash", 3]
+
+
+def _planted():
+    """The planted programs and seeds in one worker, in ORDER, and seed 1 alone in a fresh
+    one: (results, each request's worker pid, seed 1 alone)."""
+    worker = Worker(recycle=100, env=background.env())
     pids, results = [], {}
     # seed 1 alone in a fresh worker, for the comparison at the end: side by side with the
     # worker under test (another process either way)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        alone_run = pool.submit(run_seeds, [1], timeout=90, recycle=1)
+        alone_run = pool.submit(run_seeds, [1], timeout=90, recycle=1, env=background.env())
         try:
             # a generated seed before, between and after the planted ones: the worker's state
             # after each finding does not change the next program's result
-            order = ["same", 0, "diff", "gpe_error", 1, "hang", 2, "crash", 3]
-            for number, item in enumerate(order):
+            for number, item in enumerate(ORDER):
                 if isinstance(item, int):
                     results[item] = worker.request({"seed": item}, timeout=90)
                 else:
@@ -137,6 +135,20 @@ def test_planted_findings_are_caught_by_one_worker_in_a_row():
         finally:
             worker.stop()
         (alone,) = alone_run.result()
+    return results, pids, alone
+
+
+def background_jobs():
+    """The seeds and the planted run, started after collection (tests/background.py)."""
+    return {"test_generated_programs_match_eager": _generated,
+            "test_planted_findings_are_caught_by_one_worker_in_a_row": _planted}
+
+
+@pytest.mark.timeout(600)
+def test_planted_findings_are_caught_by_one_worker_in_a_row():
+    results, pids, alone = background.result(
+        f"{__name__}.test_planted_findings_are_caught_by_one_worker_in_a_row", _planted)
+    order = ORDER
     for name, (_, status, detail) in PLANTS.items():
         result = results[name]
         assert result.status == status, (name, result)
