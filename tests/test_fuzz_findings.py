@@ -2,9 +2,11 @@
 minimised program of a seed (and a few programs of the same class), run eagerly and under
 gpe, everything observable compared, with the calls that must have run sliced.
 """
+import collections
 import time
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from harness import Var, check, differential
@@ -832,3 +834,73 @@ def test_seed80328_eager_code_after_a_rescue_sees_the_tf_parts_earlier_writes():
     check(make, [(-X, 0), (-X, 0), (X, 0), (-X, 0), (-X, 0)], graph_calls=3,
           host_ops_allowed=frozenset({"Sum", "Mul", "AddV2", "Greater", "ReadVariableOp",
                                       "AssignVariableOp"}))
+
+
+# seed 343 (the generator's list subclasses, issue 29's fuzzer item): a helper given a list
+# subclass or a namedtuple of tensors built in a sliced caller -------------------------------
+# With the helper wrapped by gpe.function (as `gpe run` and mode "all" do) and called by its
+# global name from a sliced main, the helper's result was frozen at the profile call's
+# value from the third call on, when the helper converts the whole container (tf.stack,
+# tf.add_n); reading it item by item (st[0]) gives eager's values, and so does a plain list
+# or tuple. Minimised from seed 343 (its program: `hc0(TL([tf.reduce_sum(V_v),
+# tf.reduce_sum(x)]))`, hc0 returning tf.reduce_sum(tf.stack(st)): STATE["last"] 0.76
+# where eager has -0.47 at the third call).
+class _TL(list):
+    """A list subclass, as Keras' TrackedList."""
+
+
+_P = collections.namedtuple("_P", "h c")
+_CONTAINERS = {"subclass": _TL, "namedtuple": lambda items: _P(*items), "list": list,
+               "tuple": tuple}
+_SEED343 = {"container": list}  # the container the test builds
+
+
+def stack_343(st):
+    return tf.stack(st)
+
+
+def add_n_343(st):
+    return tf.add_n(st)
+
+
+def index_343(st):
+    return st[0] * 1.0 + st[1] * 0.5
+
+
+def main_stack_343(x):
+    return stack_343(_SEED343["container"]([x[0], tf.reduce_sum(x)]))
+
+
+def main_add_n_343(x):
+    return add_n_343(_SEED343["container"]([x[0], tf.reduce_sum(x)]))
+
+
+def main_index_343(x):
+    return index_343(_SEED343["container"]([x[0], tf.reduce_sum(x)]))
+
+
+_FROZEN = pytest.mark.xfail(strict=True, reason=(
+    "fuzz seed 343: a list subclass or namedtuple passed to a gpe-wrapped helper that "
+    "converts it whole: the helper's result is the profile call's from the third call on"))
+
+
+@pytest.mark.parametrize("container, read", [
+    pytest.param("subclass", "stack", marks=_FROZEN),
+    pytest.param("namedtuple", "stack", marks=_FROZEN),
+    pytest.param("subclass", "add_n", marks=_FROZEN),
+    pytest.param("namedtuple", "add_n", marks=_FROZEN),
+    ("subclass", "index"), ("namedtuple", "index"), ("list", "stack"), ("tuple", "add_n")])
+def test_seed343_a_container_subclass_given_to_a_wrapped_helper_is_not_frozen(container, read):
+    _SEED343["container"] = _CONTAINERS[container]
+    name = f"{read}_343"
+
+    def program(wrap, log):
+        plain = globals()[name]
+        globals()[name] = wrap(plain)  # main reads it by its global name, as gpe run wraps it
+        try:
+            main = wrap(globals()[f"main_{name}"])
+            return [main(x) for x in (X, X, X * 2.0, -X, X * 3.0)], {}
+        finally:
+            globals()[name] = plain
+    made = differential(program)
+    assert made[1].stats()["graph_calls"] == 4, made[1].stats()  # main: all but the profile call
