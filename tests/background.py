@@ -105,6 +105,21 @@ def env(**extra) -> dict:
     return dict(ENV or os.environ, **extra)
 
 
+def run_in_folder(files: dict, *commands: list, timeout: float = 240,
+                  environment: dict | None = None) -> list[subprocess.CompletedProcess]:
+    """Each command run side by side in one folder of their own holding `files` ({name:
+    text}, made first; removed after), with the collection-time environment and TF's C++
+    log quiet unless `environment` is given: their runs, in order."""
+    from side_by_side import side_by_side
+    with folder() as path:
+        for name, text in files.items():
+            with open(os.path.join(path, name), "w") as f:
+                f.write(text)
+        return side_by_side(*(lambda c=c: subprocess.run(
+            c, cwd=path, capture_output=True, text=True, timeout=timeout,
+            env=environment or env(TF_CPP_MIN_LOG_LEVEL="3")) for c in commands))
+
+
 def run_script(source: str, timeout: float, **extra_env) -> subprocess.CompletedProcess:
     """`python child.py` with `source` as child.py, in a folder of its own (removed after),
     with the collection-time environment and TF's C++ log quiet."""

@@ -1,14 +1,16 @@
-"""`gpe run SCRIPT`: an unmodified script, its functions (and its local modules') sliced."""
+"""`gpe run SCRIPT`: an unmodified script, its functions (and its local modules') sliced.
+
+The scripts a test runs (plainly and under `gpe run`, side by side) depend on nothing the
+test does: they run in the background (tests/background.py), and the test asserts on them."""
 import os
 import re
-import subprocess
 import sys
 import textwrap
 
 import tensorflow as tf
 
+import background
 from harness import gpe_cli
-from side_by_side import side_by_side
 
 HELPERS = """
 import tensorflow as tf
@@ -55,21 +57,32 @@ if __name__ == "__main__":
 """
 
 
-def run(args, cwd):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=240, env=env)
+# the children of each test below: each test's scripts, run side by side in a folder of their
+# own (tests/background.py: in the background, after collection); name: (files, commands)
+CHILDREN = {}
 
 
-def runs(cwd, *commands):
-    """run(command, cwd) for each command, side by side (tests/side_by_side.py)."""
-    return side_by_side(*(lambda c=c: run(c, cwd) for c in commands))
+def children(test, files, *commands, **options):
+    CHILDREN[test] = lambda: background.run_in_folder(files, *commands, **options)
 
 
-def test_gpe_run_matches_plain_python_and_reports(tmp_path):
-    (tmp_path / "helpers.py").write_text(textwrap.dedent(HELPERS))
-    (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN))
-    plain, sliced = runs(tmp_path, [sys.executable, "train.py", "6"],
-                         [sys.executable, "-m", "gpe.cli", "run", "--report", "train.py", "6"])
+def background_jobs():
+    return CHILDREN
+
+
+def ran(test):
+    """The runs of the test's children, in the order of its commands."""
+    return background.result(f"{__name__}.{test}", CHILDREN[test])
+
+
+GPE_RUN = [sys.executable, "-m", "gpe.cli", "run"]
+children("test_gpe_run_matches_plain_python_and_reports",
+         {"helpers.py": textwrap.dedent(HELPERS), "train.py": textwrap.dedent(TRAIN)},
+         [sys.executable, "train.py", "6"], GPE_RUN + ["--report", "train.py", "6"])
+
+
+def test_gpe_run_matches_plain_python_and_reports():
+    plain, sliced = ran("test_gpe_run_matches_plain_python_and_reports")
     assert plain.returncode == 0, plain.stderr[-2000:]
     assert sliced.returncode == 0, sliced.stderr[-2000:]
     assert sliced.stdout == plain.stdout
@@ -123,20 +136,25 @@ print([round(float(step(x)), 6) for _ in range(6)], w.numpy().sum(), len(log))
 """
 
 
-def test_gpe_run_recursion_and_nested_sliced_calls_match_plain_python(tmp_path):
-    (tmp_path / "tree.py").write_text(TREE)
-    plain, sliced = runs(tmp_path, [sys.executable, "tree.py"],
-                         [sys.executable, "-m", "gpe.cli", "run", "--report", "tree.py"])
+children("test_gpe_run_recursion_and_nested_sliced_calls_match_plain_python",
+         {"tree.py": TREE}, [sys.executable, "tree.py"], GPE_RUN + ["--report", "tree.py"])
+
+
+def test_gpe_run_recursion_and_nested_sliced_calls_match_plain_python():
+    plain, sliced = ran("test_gpe_run_recursion_and_nested_sliced_calls_match_plain_python")
     assert plain.returncode == 0 and sliced.returncode == 0, sliced.stderr[-2000:]
     assert sliced.stdout == plain.stdout
     report = sliced.stderr[sliced.stderr.index("gpe report"):]
     assert "step: 6 calls, 3 sliced, 3 eager" in report, report
 
 
-def test_gpe_run_passes_exit_status_and_errors(tmp_path):
-    (tmp_path / "fail.py").write_text("import sys\nsys.exit(3)\n")
-    failed, missing, helptext = runs(tmp_path, *([sys.executable, "-m", "gpe.cli", "run", arg]
-                                                 for arg in ("fail.py", "nope.py", "--help")))
+children("test_gpe_run_passes_exit_status_and_errors",
+         {"fail.py": "import sys\nsys.exit(3)\n"},
+         *(GPE_RUN + [arg] for arg in ("fail.py", "nope.py", "--help")))
+
+
+def test_gpe_run_passes_exit_status_and_errors():
+    failed, missing, helptext = ran("test_gpe_run_passes_exit_status_and_errors")
     assert failed.returncode == 3
     assert missing.returncode != 0 and "no such file" in missing.stderr
     assert "SCRIPT" in helptext.stdout and "--report" in helptext.stdout
@@ -191,9 +209,12 @@ def test_a_function_whose_tf_work_all_runs_on_the_host_says_why():
                           f"{_epoch.__code__.co_firstlineno + 2} `for x in loader:`"), why
 
 
-def test_gpe_bench_reports_every_crossing(tmp_path):
-    done = run([sys.executable, "-m", "gpe.cli", "bench", "--calls", "30", "--repeats", "1"],
-               tmp_path)
+children("test_gpe_bench_reports_every_crossing", {},
+         [sys.executable, "-m", "gpe.cli", "bench", "--calls", "30", "--repeats", "1"])
+
+
+def test_gpe_bench_reports_every_crossing():
+    (done,) = ran("test_gpe_bench_reports_every_crossing")
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [line for line in done.stdout.splitlines() if line and not line.startswith("operation")]
     assert len(rows) == 10  # 7 measures and the 3 floors (bare queue operations)
@@ -266,12 +287,14 @@ print("fit", model.fit(x, y, epochs=2, verbose=0).history["loss"])
 """
 
 
-def test_gpe_run_on_a_keras_subclassed_model_script(tmp_path):
+children("test_gpe_run_on_a_keras_subclassed_model_script", {"keras_train.py": KERAS_SCRIPT},
+         [sys.executable, "keras_train.py"], GPE_RUN + ["--report", "keras_train.py"])
+
+
+def test_gpe_run_on_a_keras_subclassed_model_script():
     """Constructors, `build` and properties stay as they are (wrapping them crashed Keras);
     the custom step runs sliced with the user's model in its TF part; `fit` works."""
-    (tmp_path / "keras_train.py").write_text(KERAS_SCRIPT)
-    plain, sliced = runs(tmp_path, [sys.executable, "keras_train.py"],
-                         [sys.executable, "-m", "gpe.cli", "run", "--report", "keras_train.py"])
+    plain, sliced = ran("test_gpe_run_on_a_keras_subclassed_model_script")
     assert plain.returncode == 0, plain.stderr[-2000:]
     assert sliced.returncode == 0, sliced.stderr[-2000:]
     assert sliced.stdout == plain.stdout
@@ -304,13 +327,15 @@ if __name__ == "__main__":
 """
 
 
-def test_gpe_run_functions_pickle_by_name(tmp_path):
+children("test_gpe_run_functions_pickle_by_name", {"pickling.py": PICKLING},
+         [sys.executable, "pickling.py"], GPE_RUN + ["pickling.py"])
+
+
+def test_gpe_run_functions_pickle_by_name():
     """A wrapped function pickles as a function does (by module and qualified name: the same
     wrapper here, the plain function in a spawned child); a sliced bound method as a bound
     method (its instance and name)."""
-    (tmp_path / "pickling.py").write_text(PICKLING)
-    plain, sliced = runs(tmp_path, [sys.executable, "pickling.py"],
-                         [sys.executable, "-m", "gpe.cli", "run", "pickling.py"])
+    plain, sliced = ran("test_gpe_run_functions_pickle_by_name")
     assert plain.returncode == 0 and sliced.returncode == 0, sliced.stderr[-2000:]
     assert sliced.stdout == plain.stdout == "True 3.0\n[1, 4, 9] [2.0]\n"
 
@@ -381,13 +406,15 @@ print([round(float(v), 6) for v in tf.reshape(model(x), [-1])], float(scale(tf.o
 """
 
 
-def test_gpe_run_slices_a_tf_module_call(tmp_path):
+children("test_gpe_run_slices_a_tf_module_call", {"modules.py": MODULE_SCRIPT},
+         [sys.executable, "modules.py"], GPE_RUN + ["--report", "modules.py"])
+
+
+def test_gpe_run_slices_a_tf_module_call():
     """`__call__` of a tf.Module (TF Core's guides) is wrapped: run alone it is sliced, and
     inside the step it is part of the step's TF part; a plain class's `__call__` becomes
     plain Python, a Keras layer's is left to Keras."""
-    (tmp_path / "modules.py").write_text(MODULE_SCRIPT)
-    plain, sliced = runs(tmp_path, [sys.executable, "modules.py"],
-                         [sys.executable, "-m", "gpe.cli", "run", "--report", "modules.py"])
+    plain, sliced = ran("test_gpe_run_slices_a_tf_module_call")
     assert plain.returncode == 0, plain.stderr[-2000:]
     assert sliced.returncode == 0, sliced.stderr[-2000:]
     assert sliced.stdout == plain.stdout
@@ -412,15 +439,17 @@ train()
 """
 
 
-def test_an_error_in_the_script_is_told_as_python_tells_it(tmp_path):
+children("test_an_error_in_the_script_is_told_as_python_tells_it",
+         {"helper.py": "def go():\n    raise KeyError('deep')\n",
+          "fails.py": textwrap.dedent(FAILING), "typo.py": "def f(x)\n    return x\n"},
+         *([sys.executable, script] for script in ("fails.py", "typo.py")),
+         *(GPE_RUN + [script] for script in ("fails.py", "typo.py")))
+
+
+def test_an_error_in_the_script_is_told_as_python_tells_it():
     """The script's traceback as `python SCRIPT` prints it (gpe's frames, those that started
     the script and those of the functions it wrapped, left out); a syntax error likewise."""
-    (tmp_path / "helper.py").write_text("def go():\n    raise KeyError('deep')\n")
-    (tmp_path / "fails.py").write_text(textwrap.dedent(FAILING))
-    (tmp_path / "typo.py").write_text("def f(x)\n    return x\n")
-    done = runs(tmp_path, *([sys.executable, script] for script in ("fails.py", "typo.py")),
-                *([sys.executable, "-m", "gpe.cli", "run", script]
-                  for script in ("fails.py", "typo.py")))
+    done = ran("test_an_error_in_the_script_is_told_as_python_tells_it")
     for script, plain, sliced in zip(("fails.py", "typo.py"), done[:2], done[2:]):
         assert plain.returncode == 1 and plain.stderr.startswith(("Traceback", "  File"))
         # (gpe imports TensorFlow, whose C++ start-up lines come first on stderr)
@@ -443,14 +472,16 @@ for i in range(8):
 """
 
 
-def test_an_op_error_raised_in_the_graph_is_told_at_the_users_lines(tmp_path):
+children("test_an_op_error_raised_in_the_graph_is_told_at_the_users_lines",
+         {"lookup.py": textwrap.dedent(GRAPH_ERROR)}, GPE_RUN + ["--report", "lookup.py"],
+         timeout=300, environment=background.env(GPE_PAYOFF="0"))
+
+
+def test_an_op_error_raised_in_the_graph_is_told_at_the_users_lines():
     """An op of the user's that fails in a sliced call (an index out of range): the
     traceback under gpe run shows the script's frames only, each at its own line (the
     gather's line in `lookup`, not line 1), as python SCRIPT shows them."""
-    (tmp_path / "lookup.py").write_text(textwrap.dedent(GRAPH_ERROR))
-    env = dict(os.environ, GPE_PAYOFF="0")
-    sliced = subprocess.run([sys.executable, "-m", "gpe.cli", "run", "--report", "lookup.py"],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    (sliced,) = ran("test_an_op_error_raised_in_the_graph_is_told_at_the_users_lines")
     assert sliced.returncode == 1, sliced.stderr[-2000:]
     assert "lookup: 8 calls, 5 sliced" in sliced.stderr, sliced.stderr[-2000:]
     told = sliced.stderr[sliced.stderr.index("Traceback"):]
