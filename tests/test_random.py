@@ -16,6 +16,7 @@ import tensorflow as tf
 from tensorflow.python.ops import gen_random_ops as stateful
 from tensorflow.python.ops import gen_stateless_random_ops_v2 as stateless
 
+import background
 import gpe
 from gpe.tfprog import randomness
 from harness import check
@@ -449,13 +450,25 @@ if sys.argv[1] == "gpe":
 '''
 
 
+def _op_seed_runs():
+    """OP_SEED_ONLY run eagerly and under gpe, side by side, in a folder of its own."""
+    from test_regressions import eager_and_gpe
+    with background.folder() as folder:
+        return eager_and_gpe(folder, OP_SEED_ONLY)
+
+
+def background_jobs():
+    """The runs the test below asserts on, started after collection (tests/background.py)."""
+    return {"test_op_seed_without_a_global_seed_in_a_fresh_process": _op_seed_runs}
+
+
 @pytest.mark.timeout(200)
-def test_op_seed_without_a_global_seed_in_a_fresh_process(tmp_path):
+def test_op_seed_without_a_global_seed_in_a_fresh_process():
     """A program that never calls tf.random.set_seed has no eager RNG yet: an op seed
     alone (`tf.random.normal(shape, seed=3)`) failed with AttributeError under gpe."""
-    from test_regressions import marked, run_script
-    eager = run_script(tmp_path, OP_SEED_ONLY, "eager")
-    under = run_script(tmp_path, OP_SEED_ONLY, "gpe")
+    from test_regressions import marked
+    eager, under = background.result(
+        f"{__name__}.test_op_seed_without_a_global_seed_in_a_fresh_process", _op_seed_runs)
     assert eager.returncode == 0, eager.stderr[-2000:]
     assert under.returncode == 0, under.stderr[-2000:]
     got = marked(under.stdout)

@@ -18,6 +18,7 @@ import textwrap
 import pytest
 import tensorflow as tf
 
+import background
 import gpe
 from harness import default_sigint, gpe_cli, plain, run, same
 from side_by_side import side_by_side
@@ -100,28 +101,51 @@ def differential(program, min_graph_calls=None):
         assert sliced >= min_graph_calls, [f.stats() for f in made]
 
 
-def run_script(tmp_path, source: str, *args, name="script.py", timeout=180, merge=False,
+def run_script(folder, source: str, *args, name="script.py", timeout=180, merge=False,
                cmd=None):
-    """Run `source` as a script in a fresh interpreter; `cmd` replaces `python script`.
-    `source` None: the script already written (runs side by side share one file)."""
-    path = tmp_path / name
+    """Run `source` as a script in a fresh interpreter, in `folder`; `cmd` replaces `python
+    script`. `source` None: the script already written (runs side by side share one file)."""
+    path = os.path.join(folder, name)
     if source is not None:
-        path.write_text(textwrap.dedent(source))
-    # gpe comes from where this process has it (conftest puts a checkout on PYTHONPATH)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    argv = (cmd or [sys.executable, str(path)]) + list(args)
-    return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=not merge,
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(source))
+    # gpe comes from where this process has it (conftest puts a checkout on PYTHONPATH); the
+    # environment is this process's at collection (the scripts run in the background)
+    env = background.env(TF_CPP_MIN_LOG_LEVEL="3")
+    argv = (cmd or [sys.executable, path]) + list(args)
+    return subprocess.run(argv, cwd=folder, env=env, capture_output=not merge,
                           preexec_fn=default_sigint,
                           stdout=subprocess.PIPE if merge else None,
                           stderr=subprocess.STDOUT if merge else None,
                           text=True, timeout=timeout)
 
 
-def eager_and_gpe(tmp_path, source: str, **options):
+def eager_and_gpe(folder, source: str, **options):
     """The script run with argument "eager" and with "gpe", side by side (one file)."""
-    (tmp_path / options.get("name", "script.py")).write_text(textwrap.dedent(source))
-    return side_by_side(*(lambda way=way: run_script(tmp_path, None, way, **options)
+    with open(os.path.join(folder, options.get("name", "script.py")), "w") as f:
+        f.write(textwrap.dedent(source))
+    return side_by_side(*(lambda way=way: run_script(folder, None, way, **options)
                           for way in ("eager", "gpe")))
+
+
+# the scripts of the tests below that run in a subprocess depend on nothing the tests do:
+# they run in the background (tests/background.py), each in a folder of its own; {test:
+# function of a folder giving what the test asserts on}
+SCRIPTS = {}
+
+
+def background_jobs():
+    return {test: lambda fn=fn: _in_a_folder(fn) for test, fn in SCRIPTS.items()}
+
+
+def _in_a_folder(fn):
+    with background.folder() as folder:
+        return fn(folder)
+
+
+def ran(test):
+    """What the test's scripts gave (run in the background, or now)."""
+    return background.result(f"{__name__}.{test}", lambda: _in_a_folder(SCRIPTS[test]))
 
 
 def marked(text: str, prefix: str = "@ ") -> list[str]:
@@ -336,13 +360,17 @@ TF_PRINT = """
 """
 
 
+SCRIPTS["test_item05_tf_print_keeps_its_place_among_host_prints"] = \
+    lambda folder: eager_and_gpe(folder, TF_PRINT, merge=True)
+
+
 @pytest.mark.timeout(300)
-def test_item05_tf_print_keeps_its_place_among_host_prints(tmp_path):
+def test_item05_tf_print_keeps_its_place_among_host_prints():
     """Eager (stdout and stderr in one pipe): host before, tf 0, host after, between 0, ...
     gpe: the sliced calls' tf.print runs in the graph, which nothing orders against later
     host output (the CHECK before the next host statement waits only for ops that can
     fail): "tf 2" and "tf 4" come out after "host end"."""
-    eager, under = eager_and_gpe(tmp_path, TF_PRINT, merge=True)
+    eager, under = ran("test_item05_tf_print_keeps_its_place_among_host_prints")
     assert eager.returncode == 0 and under.returncode == 0, under.stdout[-3000:]
     assert marked(under.stdout, "@@ ") == ["graph_calls 2"], under.stdout[-3000:]
     assert marked(eager.stdout) == marked(under.stdout)
@@ -634,8 +662,12 @@ THREADS = """
 """
 
 
+SCRIPTS["test_item09_four_threads_calling_one_function"] = \
+    lambda folder: run_script(folder, THREADS)
+
+
 @pytest.mark.timeout(300)
-def test_item09_four_threads_calling_one_function(tmp_path):
+def test_item09_four_threads_calling_one_function():
     """Eager: four threads x 20 calls: every call returns 6.0 and v ends 480.0.
     gpe: every thread profiles and builds its own variant of the one signature (4 variants:
     `_first_calls` does not look again under its lock whether another thread built it);
@@ -643,7 +675,7 @@ def test_item09_four_threads_calling_one_function(tmp_path):
     it. In about one run in five a thread then gets NotFoundError ("Resource ...
     QueueInterface does not exist") and another blocks in a dequeue (until the 600 s
     watchdog). The script stops waiting after 30 s."""
-    done = run_script(tmp_path, THREADS)
+    done = ran("test_item09_four_threads_calling_one_function")
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     lines = marked(done.stdout)
     assert lines == ["blocked threads 0", "errors 0", "values [6.0] 80", "v 480.0",
@@ -669,14 +701,18 @@ LIST_LOOP = """
 """
 
 
+SCRIPTS["test_item10_while_on_a_list_element_ends"] = \
+    lambda folder: eager_and_gpe(folder, LIST_LOOP)
+
+
 @pytest.mark.timeout(300)
-def test_item10_while_on_a_list_element_ends(tmp_path):
+def test_item10_while_on_a_list_element_ends():
     """Eager: `y = [b]; while y[0] <= 10: y[0] = y[0] * 2` ends (12, 12, 20, 16).
     gpe: the host updates its list (`y[0] = ...` is host work) but the TF part computes the
     loop test from its own copy of `y`, still [b]: the test stays True and the loop never
     ends (the script is stopped after 25 s). Cause as item 8: a subscript store is not a
     write of `y` for the slicer."""
-    eager, under = eager_and_gpe(tmp_path, LIST_LOOP)
+    eager, under = ran("test_item10_while_on_a_list_element_ends")
     assert eager.returncode == 0, eager.stderr[-2000:]
     assert under.returncode == 0, under.stderr[-3000:]
     assert marked(under.stdout) == marked(eager.stdout) == ["12", "12", "20", "16"]
@@ -730,8 +766,12 @@ IN_TF_FUNCTION = """
 """
 
 
+SCRIPTS["test_item11_gpe_function_inside_tf_function"] = \
+    lambda folder: eager_and_gpe(folder, IN_TF_FUNCTION)
+
+
 @pytest.mark.timeout(300)
-def test_item11_gpe_function_inside_tf_function(tmp_path):
+def test_item11_gpe_function_inside_tf_function():
     """Eager: a plain function called inside @tf.function is traced into it (AutoGraph turns
     its tensor `if` into a cond): outer gives [3, 5] and v 4, 7, 10, ..., 25; the first
     traced call takes a fraction of a second.
@@ -744,7 +784,7 @@ def test_item11_gpe_function_inside_tf_function(tmp_path):
     `float(v)` hangs: the aborted trace ran the sliced call's `start_call` in graph mode,
     so the session counts a call sent that never runs and the fence waits for its
     acknowledgement (until GPE_WAIT_TIMEOUT, 600 s; the script is stopped after 45 s)."""
-    eager, under = eager_and_gpe(tmp_path, IN_TF_FUNCTION)
+    eager, under = ran("test_item11_gpe_function_inside_tf_function")
     assert eager.returncode == 0, eager.stderr[-2000:]
     assert marked(eager.stdout)[0] == "first traced call under 10 s True", eager.stdout
     assert under.returncode == 0, under.stderr[-3000:]
@@ -812,14 +852,18 @@ FORK = """
 """
 
 
+SCRIPTS["test_item12_gpe_function_in_a_forked_child"] = \
+    lambda folder: eager_and_gpe(folder, FORK)
+
+
 @pytest.mark.timeout(300)
-def test_item12_gpe_function_in_a_forked_child(tmp_path):
+def test_item12_gpe_function_in_a_forked_child():
     """Eager: after os.fork() (and in a multiprocessing "fork" child) the function works:
     [6.0, 6.0, 6.0, 19.0] in each child, the parent continues.
     gpe: the child inherits the parent's Session (a module global) whose sink and watchdog
     threads did not survive the fork: the first sliced call's dequeue never returns (each
     child is stopped after 15 s, exit status 1)."""
-    eager, under = eager_and_gpe(tmp_path, FORK)
+    eager, under = ran("test_item12_gpe_function_in_a_forked_child")
     assert eager.returncode == 0, eager.stderr[-2000:]
     assert under.returncode == 0, under.stderr[-3000:]
     assert marked(under.stdout) == marked(eager.stdout)
@@ -908,8 +952,12 @@ CTRL_C = """
 """
 
 
+SCRIPTS["test_item13_function_works_after_ctrl_c_during_a_wait"] = \
+    lambda folder: run_script(folder, CTRL_C)
+
+
 @pytest.mark.timeout(300)
-def test_item13_function_works_after_ctrl_c_during_a_wait(tmp_path):
+def test_item13_function_works_after_ctrl_c_during_a_wait():
     """Ctrl-C (a real SIGINT) while the host waits on the 10th call's result.
     Eager would have finished the 10 calls that had returned, and later calls work: the wait
     raises KeyboardInterrupt, the 4 later calls return eager's value, v ends 14.0.
@@ -920,7 +968,7 @@ def test_item13_function_works_after_ctrl_c_during_a_wait(tmp_path):
     overwrites the interrupt in `Session._fail`); later calls raise CancelledError then
     NotFoundError (the old sink, still running, fails the new generation: `Session._run`
     fails whatever generation is current); the script hangs (stopped after 45 s)."""
-    done = run_script(tmp_path, CTRL_C)
+    done = ran("test_item13_function_works_after_ctrl_c_during_a_wait")
     assert done.returncode == 0, done.stderr[-3000:]
     lines = marked(done.stdout)
     assert lines[0] == "interrupted ['KeyboardInterrupt']", done.stdout
@@ -992,6 +1040,18 @@ POOL = """
 """
 
 
+def _pool_runs(folder):
+    with open(os.path.join(folder, "pool.py"), "w") as f:
+        f.write(textwrap.dedent(POOL))
+    return side_by_side(
+        lambda: run_script(folder, None, "fork", name="pool.py"),
+        lambda: run_script(folder, None, "fork", name="pool.py", cmd=[
+            sys.executable, "-m", "gpe.cli", "run", os.path.join(folder, "pool.py")]))
+
+
+SCRIPTS["test_item15_gpe_run_pickling_and_cli_errors"] = _pool_runs
+
+
 @pytest.mark.timeout(600)
 def test_item15_gpe_run_pickling_and_cli_errors(tmp_path):
     """Plain Python: the script's Pool.map of one of its functions works.
@@ -1004,11 +1064,7 @@ def test_item15_gpe_run_pickling_and_cli_errors(tmp_path):
     ZeroDivisionError, StatisticsError) instead of one `gpe: ...` line; `gpe run` with no
     arguments says "the following arguments are required: SCRIPT, ARGS" (ARGS is
     optional)."""
-    (tmp_path / "pool.py").write_text(textwrap.dedent(POOL))
-    plain_run, under = side_by_side(
-        lambda: run_script(tmp_path, None, "fork", name="pool.py"),
-        lambda: run_script(tmp_path, None, "fork", name="pool.py", cmd=[
-            sys.executable, "-m", "gpe.cli", "run", str(tmp_path / "pool.py")]))
+    plain_run, under = ran("test_item15_gpe_run_pickling_and_cli_errors")  # pool.py
     assert plain_run.returncode == 0, plain_run.stderr[-2000:]
     assert marked(plain_run.stdout) == ["6.0", "[1, 4, 9]"]
     problems = []
