@@ -170,7 +170,9 @@ def forget(entries: list) -> None:
 def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], objects: list, constants: list,
              facts: Facts, analyse: Analyse) -> Judged | None:
     params = list(inspect.signature(fn).parameters.values())
-    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params) or \
+    spread = {p.name for p in params if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    params = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind == p.KEYWORD_ONLY for p in inspect.signature(fn).parameters.values()) or \
             len(arg_kinds) > len(params):
         return None
     args, held = {}, {}
@@ -196,6 +198,9 @@ def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], objects: list, const
             return None
     try:
         parsed = parse(fn)
+        if spread & {n.id for s in parsed.node.body for n in nodes.walk(s)
+                     if isinstance(n, gast.Name)}:
+            return None  # it reads its *args or **kwargs (what a call spreads there varies)
         analyse(parsed, Facts(args=args, classify=facts.classify, objects=held,
                                reads=facts.reads))
     except (Refusal, SyntaxError, TypeError, ValueError):

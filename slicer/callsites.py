@@ -36,15 +36,21 @@ def target(inf, node: gast.Call) -> tuple | None:
             and getattr(type(fn), "_gpe_sliced", False)):  # wrapped by gpe run
         owner = getattr(fn, "__self__", None)
         fn = getattr(getattr(fn, "__func__", fn), "__wrapped__", None)
+        held = owner is None and _function_attribute(inf, node.func)
         if owner is not None and isinstance(node.func, gast.Attribute) and \
                 inf.object_of(node.func.value) is owner:
             owner = node.func.value
-        elif owner is not None or not (is_static(node.func, inf) or isinstance(
+        elif owner is not None or not (is_static(node.func, inf) or held or isinstance(
                 node.func, gast.Name) and node.func.id in inf.facts.objects):
             return None
+        if held:  # a function the object holds, wrapped by gpe run (see below)
+            anno.set(node.func, Key.PATH, dotted(node.func))
     elif inspect.isfunction(fn) and isinstance(node.func, gast.Name) and \
             node.func.id in inf.facts.objects:
         owner = None  # a function passed as an argument
+    elif inspect.isfunction(fn) and _function_attribute(inf, node.func):
+        owner = None  # `self.forward_fn(X, state)`: a function the object holds
+        anno.set(node.func, Key.PATH, dotted(node.func))  # (the key guards which)
     elif inspect.ismethod(fn) and isinstance(node.func, gast.Attribute):
         owner, fn = node.func.value, fn.__func__
     elif fn is not MISSING and not inspect.isroutine(fn) and not isinstance(fn, type):
@@ -64,21 +70,36 @@ def target(inf, node: gast.Call) -> tuple | None:
     return fn, [owner] + args
 
 
+def _function_attribute(inf, func: gast.AST) -> bool:
+    """`obj.attr` where the object (an argument or a global) holds a plain function in its
+    own `__dict__` (d2l's RNNModelScratch keeps `forward_fn` and `init_state` so)."""
+    if not isinstance(func, gast.Attribute):
+        return False
+    owner = inf.object_of(func.value)
+    return owner is not MISSING and func.attr in getattr(owner, "__dict__", {})
+
+
 def in_order(fn, node: gast.Call, bound: int) -> list | None:
     """The call's argument expressions in the order of `fn`'s parameters (after `bound`
     ones its object fills): the positional ones, then keyword ones that fill the next
     parameters (`loss(model, x, y, training=True)`, the TF guides' helpers); None where
-    a keyword leaves a parameter before it to its default, or names none."""
+    a keyword leaves a parameter before it to its default, or names none. Keywords no
+    parameter names go to its `**kwargs` (`begin_state(batch_size=n, dtype=tf.float32)`),
+    left out here: the callee is judged only where its body never reads them (callees.py)."""
     if not node.keywords:
         return list(node.args)
     if any(k.arg is None for k in node.keywords) or any(
             isinstance(a, gast.Starred) for a in node.args):
         return None
     try:
-        params = list(inspect.signature(fn).parameters)[bound + len(node.args):]
+        signature = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return None
+    named = [p.name for p in signature if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    params = named[bound + len(node.args):]
     given = {k.arg: k.value for k in node.keywords}
+    if any(p.kind == p.VAR_KEYWORD for p in signature):
+        given = {name: value for name, value in given.items() if name in named}
     if set(given) != set(params[:len(given)]):
         return None
     return list(node.args) + [given[name] for name in params[:len(given)]]

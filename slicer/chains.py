@@ -13,7 +13,7 @@ import gast
 
 from . import nodes
 from .facts import TF_CALLABLES, Kind
-from .parser import MISSING, Parsed
+from .parser import MISSING, Parsed, parse
 
 CAPTURABLE = frozenset({Kind.VARIABLE, Kind.TENSOR, Kind.TF_OBJECT, Kind.TF_OP,
                         Kind.TF_EFFECT_OP})
@@ -65,12 +65,87 @@ def mutated_roots(fn: gast.FunctionDef, objects, classify) -> set[str]:
             if root is not None:
                 value = chain_value(node.func, objects[root.id]) if root.id in objects \
                     else MISSING
-                if value is MISSING or classify(value) not in TF_CALLABLES | CAPTURABLE:
+                if value is MISSING or classify(value) not in TF_CALLABLES | CAPTURABLE and \
+                        not _held_function(value, objects[root.id]) and \
+                        not keeps_object(value):
                     roots.add(root.id)  # self.update(), self.history.append(...)
             for arg in node.args + [k.value for k in node.keywords]:
                 if isinstance(arg, gast.Name):
                     roots.add(arg.id)
     return roots
+
+
+def keeps_object(method: Any, depth: int = 0) -> bool:
+    """A bound method of a user's object that changes nothing on it: its body assigns no
+    attribute or item, declares no global, passes its `self` to no call, and calls on
+    `self` only functions the object holds or methods that keep it too
+    (`net.begin_state(n)` returning `self.init_state(n, self.num_hiddens)`)."""
+    if not (inspect.ismethod(method) or _sliced(method)) or depth > 2:
+        return False
+    fn = unwrapped(method.__func__)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    key = (code, id(method.__self__))  # (what it calls on its object depends on which)
+    if _kept.get(key, (None,))[0] is not method.__self__:
+        _kept[key] = (method.__self__, _keeps(fn, method.__self__, depth))
+    return _kept[key][1]
+
+
+_kept: dict = {}  # (code, id(object)) -> (the object, keeps_object's answer)
+
+
+def _keeps(fn: Any, owner: Any, depth: int) -> bool:
+    try:
+        node = parse(fn).node
+    except Exception:  # noqa: BLE001 - no source, a lambda...: assumed to change it
+        return False
+    params = node.args.args
+    if not params:
+        return False
+    me = params[0].id
+    for sub in nodes.walk(node):
+        if isinstance(sub, (gast.Global, gast.Nonlocal)) or isinstance(
+                sub, (gast.Attribute, gast.Subscript)) and isinstance(
+                sub.ctx, (gast.Store, gast.Del)):
+            return False
+        if isinstance(sub, gast.Call):
+            if any(isinstance(a, gast.Name) and a.id == me
+                   for a in sub.args + [k.value for k in sub.keywords]):
+                return False
+            root = chain_root(sub.func) if isinstance(sub.func, gast.Attribute) else None
+            if root is not None and root.id == me:
+                value = chain_value(sub.func, owner)
+                if not (_held_function(value, owner) or keeps_object(value, depth + 1)):
+                    return False
+    return True
+
+
+def _sliced(value: Any) -> bool:
+    """A function or bound method `gpe run` wrapped (host.call: `_gpe_sliced`)."""
+    return bool(getattr(type(value), "_gpe_sliced", False))
+
+
+def unwrapped(value: Any) -> Any:
+    """The user's function under a `gpe run` wrapper (a bound one: its method's)."""
+    if _sliced(value) and not hasattr(value, "__self__"):
+        return getattr(value, "__wrapped__", value)
+    return value
+
+
+def _held_function(value: Any, owner: Any) -> bool:
+    """A plain function an object holds (`self.forward_fn`, not a method; wrapped by
+    `gpe run` or not): calling it does not give it the object, nor does its closure."""
+    value = unwrapped(value)
+    return inspect.isfunction(value) and not any(
+        _cell(c) is owner for c in value.__closure__ or ())
+
+
+def _cell(cell) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
 
 
 def chain_root(node: gast.AST) -> gast.Name | None:

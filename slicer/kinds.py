@@ -47,6 +47,10 @@ class _Inferer:
         self.mutated = mutated_roots(parsed.node, facts.objects, self.classify)
         self.constants = {n for n, f in facts.args.items()  # names fixed for the call
                           if f.constant and f.kind in (Kind.PY_SCALAR, Kind.HOST_DATA)}
+        # a loop's tensors from a dataset or a speculated iterable, bound nowhere else:
+        # their static shape is the loop channel's, checked each iteration (a batch that
+        # does not fit is handed back), so `X.shape[0]` is known where the TF part is traced
+        self.iterated_tensors: set[str] = set()
 
     # statements -------------------------------------------------------------------
     def block(self, stmts: list[gast.stmt]) -> None:
@@ -129,6 +133,10 @@ class _Inferer:
                 self._bind_loop_target(elt, arg)
         elif chainkinds.dataset_elements(self, iterable, target):
             self.bind(target, Kind.TENSOR, None)  # `for x, y in ds`: tensors each
+            stores = [n.id for n in nodes.walk(self.parsed.node) if isinstance(n, gast.Name)
+                      and isinstance(n.ctx, gast.Store)]
+            self.iterated_tensors |= {n.id for n in nodes.walk(target) if isinstance(
+                n, gast.Name) and stores.count(n.id) == 1}
         else:
             kind = anno.get(iterable, Key.KIND)
             value = self.value_of(iterable)
@@ -258,7 +266,9 @@ class _Inferer:
         if base in (Kind.TENSOR, Kind.VARIABLE):
             if node.attr in MATERIALIZE_METHODS:
                 return Kind.HOST_FN
-            if node.attr in STATIC_META and self._exact_tensor_argument(node.value):
+            if node.attr in STATIC_META and (self._exact_tensor_argument(node.value) or (
+                    isinstance(node.value, gast.Name) and
+                    node.value.id in self.iterated_tensors)):
                 anno.set(node, Key.CONSTANT, True)  # `x.shape[0]`: the call key fixes it
                 return Kind.HOST_DATA
             return Kind.HOST if node.attr in META_ATTRIBUTES else Kind.TF_OP

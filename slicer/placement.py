@@ -84,6 +84,29 @@ def mirrored_statements(stmt: gast.stmt):
             yield from mirrored_statements(child)
 
 
+def _iteration_local(fn: gast.FunctionDef, loop: gast.stmt, name: str) -> bool:
+    """`name` is a value of one iteration of `loop` only (`grads = tape.gradient(...)`, then
+    `grads = clip(grads)` on the host): the loop's body binds it before any read, at its top
+    level, and nothing outside the body reads it. TF work and host work may then both bind
+    it (each reads the one bound last, a crossing apart), as in straight-line code."""
+    if not isinstance(loop, (gast.For, gast.While)) or isinstance(loop, gast.For) and any(
+            isinstance(n, gast.Name) and n.id == name for n in nodes.walk(loop.target)):
+        return False
+    inside = {id(n) for s in loop.body for n in nodes.walk(s)}
+    if any(isinstance(n, gast.Name) and n.id == name and isinstance(n.ctx, gast.Load)
+           and id(n) not in inside for n in nodes.walk(fn)):
+        return False
+    for stmt in loop.body:
+        names = [n for n in nodes.walk(stmt) if isinstance(n, gast.Name) and n.id == name]
+        if not names:
+            continue
+        return isinstance(stmt, gast.Assign) and all(
+            isinstance(n.ctx, gast.Store) for n in nodes.walk(stmt.value) if n in names) \
+            and not any(isinstance(n.ctx, gast.Load) for n in names) and any(
+                isinstance(t, gast.Name) and t.id == name for t in stmt.targets)
+    return False
+
+
 def _own_jumps(stmt: gast.stmt) -> list[gast.stmt]:
     """`break` and `continue` statements in `stmt` that leave `stmt` itself or a loop around
     it (not those of loops nested inside)."""
@@ -345,7 +368,8 @@ class _Placer:
                        and not anno.get(s, Key.MIRROR) for n in anno.get(s, Key.WRITES, ())}
         if isinstance(stmt, gast.For):
             host_writes |= {n.id for n in nodes.walk(stmt.target) if isinstance(n, gast.Name)}
-        if tf_writes & host_writes or not any(
+        if any(not _iteration_local(self.parsed.node, stmt, name)
+               for name in tf_writes & host_writes) or not any(
                 anno.get(s, Key.PLACE) == Place.TF for s in inner):
             return False
         header = stmt.iter if isinstance(stmt, gast.For) else stmt.test

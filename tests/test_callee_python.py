@@ -413,3 +413,20 @@ def test_a_helper_with_a_none_default_runs_in_the_graph():
             return loss
         return step, {"w": w}, [(tf.ones([2, 3]),)] * 4
     check(make, None, graph_calls=3)
+
+
+def test_a_reshape_to_a_scalar_shape_runs_in_the_graph():
+    """`tf.reshape(t, (-1))` (a scalar shape: eagerly the kernel reads it as one element;
+    graph shape inference refuses it) made tracing fail and every call run eagerly."""
+    w = tf.Variable(np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2))
+
+    def make(log):
+        w.assign(np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2))
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.reshape(tf.matmul(x, w), (-1)) ** 2)
+            w.assign_sub(0.1 * tape.gradient(loss, w))
+            return loss
+        return step, {"w": w}, [(tf.ones([2, 3]),)] * 4
+    check(make, None, graph_calls=3)

@@ -16,12 +16,18 @@ BiasAddGrad kernel eager runs (a conv layer's bias gradient an ulp off; Keras' C
 its bias with BiasAdd). While gpe traces, BiasAdd's gradient takes its input through a
 Snapshot, so the pass finds no shared input and leaves BiasAddGrad as eager runs it (see
 _install_unmerged_bias_grad).
+
+One op accepts eagerly what a graph refuses: Reshape reads a scalar shape as a one-element
+one (`tf.reshape(t, -1)`, d2l's `reshape(tf.transpose(Y), (-1))`), where graph shape
+inference requires a vector; while gpe traces, such a shape is given as the vector the
+kernel reads (see _install_scalar_reshape).
 """
 from __future__ import annotations
 
 import contextlib
 import threading
 
+import numpy as np
 import tensorflow as tf
 
 from tensorflow.core.protobuf import rewriter_config_pb2
@@ -67,6 +73,7 @@ def exact_arithmetic():
     ctx.function_call_options = _options()
     _install_ordered_add_n()
     _install_unmerged_bias_grad()
+    _install_scalar_reshape()
     depth = getattr(_tracing, "depth", 0)
     _tracing.depth = depth + 1
     _tracers[threading.get_ident()] = _tracers.get(threading.get_ident(), 0) + 1
@@ -167,6 +174,32 @@ def _install_unmerged_bias_grad() -> None:
                                                        data_format=data_format)
 
     entry["type"] = bias_add_grad
+
+
+_original_reshape = None
+
+
+def _install_scalar_reshape() -> None:
+    """While gpe traces a TF part, Reshape's scalar shape becomes the one-element vector its
+    kernel reads it as (eagerly `tf.reshape(t, -1)` flattens; traced, shape inference
+    raised "Shape must be rank 1 but is rank 0" and the call ran eagerly)."""
+    global _original_reshape
+    if _original_reshape is not None:
+        return
+    _original_reshape = gen_array_ops.reshape
+
+    def reshape(tensor, shape, name=None):
+        if _exact_here() and not context.executing_eagerly() and _scalar(shape):
+            shape = tf.expand_dims(shape, 0)
+        return _original_reshape(tensor, shape, name=name)
+
+    gen_array_ops.reshape = reshape
+
+
+def _scalar(shape) -> bool:
+    if isinstance(shape, (int, np.integer)):
+        return True
+    return isinstance(shape, tf.Tensor) and shape.shape.rank == 0
 
 
 def use_exact_arithmetic_on_this_thread() -> None:

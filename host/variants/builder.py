@@ -289,8 +289,10 @@ def _hands_back(plan: SlicePlan, variant: Variant) -> bool:
     """Where the values sent with an iteration of a loop the host decides do not fit, the
     host can finish the call eagerly: the plan is rescuable, and each loop that carries TF
     values hands them back (a loop carrying none just stops)."""
-    return plan.rescuable and all(variant.part.specs.get(rescue) is not None
-                                  for _, rescue in plan.rescues)
+    rescues = dict(plan.rescues)
+    return plan.rescuable and all(
+        c.index not in rescues or variant.part.specs.get(rescues[c.index]) is not None
+        for c in plan.channels if c.kind == ChannelKind.LOOP and c.to_tf and c.names)
 
 
 def _never_iterated(plan: SlicePlan, runs: list) -> set:
