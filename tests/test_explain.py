@@ -6,6 +6,7 @@ import textwrap
 
 import tensorflow as tf
 
+import background
 import gpe
 from side_by_side import run_all
 
@@ -53,20 +54,32 @@ def test_explain_reports_refusal():
     assert "runs eagerly" in text and "generators and coroutines are not sliced yet" in text
 
 
-def test_cli_explain(tmp_path):
-    script = tmp_path / "model.py"
-    script.write_text(textwrap.dedent("""
-        import tensorflow as tf
-        def forward(x, w):
-            h = tf.matmul(x, w)
-            print(h.numpy())
-            return tf.nn.relu(h)
-    """))
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    done, bad, helptext = run_all(
-        *([sys.executable, "-m", "gpe.cli", "explain", arg]
-          for arg in (f"{script}:forward", f"{script}:nope", "--help")),
-        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+def _cli_runs():
+    """`gpe explain` of a script's function, of a name it lacks, and --help, side by side in a
+    folder of their own (in the background: tests/background.py)."""
+    with background.folder() as folder:
+        script = os.path.join(folder, "model.py")
+        with open(script, "w") as f:
+            f.write(textwrap.dedent("""
+                import tensorflow as tf
+                def forward(x, w):
+                    h = tf.matmul(x, w)
+                    print(h.numpy())
+                    return tf.nn.relu(h)
+            """))
+        return run_all(
+            *([sys.executable, "-m", "gpe.cli", "explain", arg]
+              for arg in (f"{script}:forward", f"{script}:nope", "--help")),
+            capture_output=True, text=True, timeout=120,
+            env=background.env(TF_CPP_MIN_LOG_LEVEL="3"), cwd=folder)
+
+
+def background_jobs():
+    return {"test_cli_explain": _cli_runs}
+
+
+def test_cli_explain():
+    done, bad, helptext = background.result(f"{__name__}.test_cli_explain", _cli_runs)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "forward" in done.stdout and "tf.matmul" in done.stdout
     assert "out: h (TF->host)" in done.stdout

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 import background
+from side_by_side import side_by_side
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "examples")
@@ -183,7 +184,8 @@ def _child():
 
 def background_jobs():
     """The child the tests below assert on, started after collection (tests/background.py)."""
-    return {"out": _child}
+    return {"out": _child,
+            "test_gpe_run_slices_the_replica_step_of_an_unmodified_script": _script_runs}
 
 
 @pytest.fixture(scope="module")
@@ -253,16 +255,28 @@ def test_replicated_call_guarded_by_strategy_and_replicas(out):
     assert stats["graph_calls"] == 20 - stats["profile_calls"], stats
 
 
+def _script_runs():
+    """SCRIPT run plainly and under `gpe run --report`, side by side, in a folder of their
+    own (in the background: tests/background.py)."""
+    env = background.env(TF_CPP_MIN_LOG_LEVEL="3")
+    with background.folder() as folder:
+        with open(os.path.join(folder, "train.py"), "w") as f:
+            f.write(SCRIPT)
+        return side_by_side(
+            lambda: subprocess.run([sys.executable, "train.py"], cwd=folder,
+                                   capture_output=True, text=True, timeout=300, env=env),
+            lambda: subprocess.run([sys.executable, "-m", "gpe.cli", "run", "--report",
+                                    "train.py"], cwd=folder, capture_output=True, text=True,
+                                   timeout=300,  # built after its profile calls:
+                                   env=dict(env, GPE_PAYOFF="0")))
+
+
 @pytest.mark.timeout(420)
-def test_gpe_run_slices_the_replica_step_of_an_unmodified_script(tmp_path):
-    (tmp_path / "train.py").write_text(SCRIPT)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    plain = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True,
-                           text=True, timeout=300, env=env)
+def test_gpe_run_slices_the_replica_step_of_an_unmodified_script():
+    plain, sliced = background.result(
+        f"{__name__}.test_gpe_run_slices_the_replica_step_of_an_unmodified_script",
+        _script_runs)
     assert plain.returncode == 0, plain.stderr[-2000:]
-    sliced = subprocess.run([sys.executable, "-m", "gpe.cli", "run", "--report", "train.py"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=300,
-                            env=dict(env, GPE_PAYOFF="0"))  # built after its profile calls
     assert sliced.returncode == 0, sliced.stderr[-3000:]
     expected = [l for l in plain.stdout.splitlines() if l.startswith(("losses", "w "))]
     got = [l for l in sliced.stdout.splitlines() if l.startswith(("losses", "w "))]

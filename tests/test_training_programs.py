@@ -13,7 +13,6 @@ Two kinds of tests:
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 import warnings
@@ -23,6 +22,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import background
 import gpe
 from harness import check, differential
 from side_by_side import side_by_side
@@ -560,16 +560,27 @@ print(float(tf.reduce_sum(net(tf.ones([3, 4])))))
 """
 
 
-def run_script(args, cwd):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=240, env=env)
+# the scripts below run (plainly and under `gpe run`, side by side) in the background, in a
+# folder of their own (tests/background.py); their tests assert on the runs
+def _subclassed_runs():
+    return background.run_in_folder({"net.py": SUBCLASSED_SCRIPT}, [sys.executable, "net.py"],
+                                    [sys.executable, "-m", "gpe.cli", "run", "net.py"])
 
 
-def test_gpe_run_a_script_with_a_subclassed_keras_model(tmp_path):
-    (tmp_path / "net.py").write_text(SUBCLASSED_SCRIPT)
-    plain, sliced = side_by_side(
-        lambda: run_script([sys.executable, "net.py"], tmp_path),
-        lambda: run_script([sys.executable, "-m", "gpe.cli", "run", "net.py"], tmp_path))
+def _refused_run():
+    return background.run_in_folder(
+        {"refused.py": REFUSED_SCRIPT},
+        [sys.executable, "-m", "gpe.cli", "run", "--report", "refused.py"])
+
+
+def background_jobs():
+    return {"test_gpe_run_a_script_with_a_subclassed_keras_model": _subclassed_runs,
+            "test_gpe_run_report_says_why_a_function_with_tf_work_ran_eagerly": _refused_run}
+
+
+def test_gpe_run_a_script_with_a_subclassed_keras_model():
+    plain, sliced = background.result(
+        f"{__name__}.test_gpe_run_a_script_with_a_subclassed_keras_model", _subclassed_runs)
     assert plain.returncode == 0, plain.stderr[-2000:]
     assert sliced.returncode == 0, sliced.stderr[-2000:]
     assert sliced.stdout == plain.stdout
@@ -596,10 +607,10 @@ print(w.numpy())
 """
 
 
-def test_gpe_run_report_says_why_a_function_with_tf_work_ran_eagerly(tmp_path):
-    (tmp_path / "refused.py").write_text(REFUSED_SCRIPT)
-    done = run_script([sys.executable, "-m", "gpe.cli", "run", "--report", "refused.py"],
-                      tmp_path)
+def test_gpe_run_report_says_why_a_function_with_tf_work_ran_eagerly():
+    (done,) = background.result(
+        f"{__name__}.test_gpe_run_report_says_why_a_function_with_tf_work_ran_eagerly",
+        _refused_run)
     assert done.returncode == 0, done.stderr[-2000:]
     report = done.stderr[done.stderr.index("gpe report"):]
     assert "train_step: 5 calls, 0 sliced, 5 eager" in report, report
