@@ -309,6 +309,7 @@ class _Inferer:
             return Kind.HOST  # once, when traced: the call stays on the host
         fkind = callsites.method_reads(self, node, fkind)  # model.compute_loss(...)
         if fkind in (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_CONSTANT):
+            self._guard_whole_objects(node)
             return Kind.TENSOR
         if fkind == Kind.TF_FACTORY:
             return Kind.TF_OBJECT
@@ -338,6 +339,16 @@ class _Inferer:
             if why:
                 anno.set(node.func, Key.WHY_HOST, why)
         return Kind.HOST
+
+    def _guard_whole_objects(self, node: gast.Call) -> None:
+        """An object argument a TF op takes whole (`tf.stack(st)`, `st` a sequence class of
+        the user's holding tensors): the TF part is traced with this call's object, so the
+        call key guards its identity (its type alone let the next call's object, with
+        other tensors, run on the first one's, frozen)."""
+        for arg in node.args + [k.value for k in node.keywords]:
+            if isinstance(arg, gast.Name) and arg.id in self.facts.objects and \
+                    arg.id not in self.rebound and not anno.has(arg, Key.PATH):
+                anno.set(arg, Key.PATH, arg.id)
 
     def _own_function(self, value: Any) -> bool:
         """A plain function (not a generator) defined in the sliced function's module."""

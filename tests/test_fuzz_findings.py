@@ -879,17 +879,10 @@ def main_index_343(x):
     return index_343(_SEED343["container"]([x[0], tf.reduce_sum(x)]))
 
 
-_FROZEN = pytest.mark.xfail(strict=True, reason=(
-    "fuzz seed 343: a list subclass or namedtuple passed to a gpe-wrapped helper that "
-    "converts it whole: the helper's result is the profile call's from the third call on"))
-
-
 @pytest.mark.parametrize("container, read", [
-    pytest.param("subclass", "stack", marks=_FROZEN),
-    pytest.param("namedtuple", "stack", marks=_FROZEN),
-    pytest.param("subclass", "add_n", marks=_FROZEN),
-    pytest.param("namedtuple", "add_n", marks=_FROZEN),
-    ("subclass", "index"), ("namedtuple", "index"), ("list", "stack"), ("tuple", "add_n")])
+    ("subclass", "stack"), ("namedtuple", "stack"), ("subclass", "add_n"),
+    ("namedtuple", "add_n"), ("subclass", "index"), ("namedtuple", "index"),
+    ("list", "stack"), ("tuple", "add_n")])
 def test_seed343_a_container_subclass_given_to_a_wrapped_helper_is_not_frozen(container, read):
     _SEED343["container"] = _CONTAINERS[container]
     name = f"{read}_343"

@@ -118,6 +118,29 @@ def test_a_container_subclass_of_tensors_passed_to_a_sliced_helper_is_not_frozen
     assert helper.stats()["graph_calls"] >= 5
 
 
+class _Holder:
+    """A user's object a TF op converts whole (TF's `__tf_tensor__` protocol)."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __tf_tensor__(self, dtype=None, name=None):
+        return tf.convert_to_tensor(self.t, dtype=dtype, name=name)
+
+
+def test_an_object_a_tf_op_takes_whole_is_guarded_by_identity():
+    """`tf.add(held, 1.0)` on an object argument: the TF part was traced with the first
+    object's tensor and the key described the argument by its type only, so every later
+    object ran on the first one's value (the class of issue 29 item 1, found again by the
+    fuzzer's seed 343). The key now holds its identity: another object, another variant."""
+    @gpe.function(profile_calls=1)
+    def helper(held):
+        return tf.add(held, 1.0)
+    got = [float(helper(_Holder(tf.constant(float(i))))) for i in range(5)]
+    assert got == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert helper.stats()["guard_failures"], helper.stats()
+
+
 def last_of(n):
     i = 7
     for i in n:

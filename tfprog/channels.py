@@ -206,8 +206,9 @@ def _skeleton(layout: Structure, leaves: list, start: int = 0):
 def flatten(value) -> tuple[object, list]:
     """A crossing value as (layout, leaves): lists, tuples and dicts of tensors and numbers
     cross leaf by leaf and are rebuilt on the other side; layout None means one leaf, a
-    `Distributed` a per-replica value (its components cross)."""
-    if type(value) in (list, tuple, dict):
+    `Distributed` a per-replica value (its components cross). A list or tuple subclass (a
+    namedtuple, Keras' TrackedList) is rebuilt as its own type (tf.nest keeps it)."""
+    if type(value) is dict or isinstance(value, (list, tuple)):
         leaves = tf.nest.flatten(value)
         if not any(is_per_replica(leaf) for leaf in leaves):
             return tf.nest.map_structure(lambda _: None, value), leaves

@@ -45,6 +45,10 @@ class CallKeys:
         self.tests: tuple[tuple[str, str, str], ...] = ()
         self._tests: tuple = ()
         self.calls = 0  # calls bound so far (the clock of Assumptions.note_path_value)
+        # the objects variants were built on that their keys hold by identity (see
+        # add_guards): a key built on an object that was then freed matched the next object
+        # made at its address (a list subclass of tensors, new each call, frozen)
+        self.held: dict[int, Any] = {}
 
     @property
     def guards(self) -> tuple[str, ...]:
@@ -116,9 +120,13 @@ class CallKeys:
             self._tests = tuple((path, path.split("."), compile_test(name, text))
                                 for path, name, text in self.tests)
         for guard in self.guards:
-            value = guard_value(signature.resolve(guard, values, self.lookup))
+            obj = signature.resolve(guard, values, self.lookup)
+            value = guard_value(obj)
             if isinstance(value, tuple):
                 self.assumed.note_path_value(guard, value, self.calls)
+            else:  # by identity (of it, or of its items): held, so that no object made
+                # later can take its address, and so its identity, while the key holds it
+                self.held[id(obj)] = obj
         self.last = self.key(values)
         return self.last
 

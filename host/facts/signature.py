@@ -56,9 +56,12 @@ def describe(value: Any, dynamic: bool = False, relaxed: tuple | None = None) ->
     layout, _ = structure_of(value)
     if layout is not None:  # a tree of the user's data objects: described by its shape
         return ("structure", type(value).__qualname__, layout)
-    if type(value) in (tuple, list) and len(value) <= MAX_DESCRIBED and any(
+    if isinstance(value, (tuple, list)) and len(value) <= MAX_DESCRIBED and any(
             _holds_tensor(v) for v in value):
-        return ("sequence", type(value).__name__, tuple(describe(v) for v in value))
+        # (a subclass too: Keras' TrackedList, a namedtuple; it crosses as its elements and
+        # is rebuilt as its own type, tfprog/channels.flatten; as an object it was captured
+        # whole, its first tensors frozen into the TF part)
+        return ("sequence", type(value).__qualname__, tuple(describe(v) for v in value))
     if type(value) in (tuple, list):  # plain data (a log, a list of names): its type only
         return ("data", type(value).__name__)
     if type(value) is dict and len(value) <= MAX_DESCRIBED and all(
