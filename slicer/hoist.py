@@ -209,15 +209,26 @@ def _block(stmts: list[gast.stmt], counter) -> list[gast.stmt]:
 def _taken(stmts: list[gast.stmt]) -> list[gast.stmt]:
     """An `if` whose test the slicer folded (kinds: Key.FOLDED, fixed for the call and
     guarded) is replaced by the branch it takes: the other is never run by this variant,
-    so neither side holds it (its crossings would never be reached)."""
+    so neither side holds it (its crossings would never be reached). So is `a if test else
+    b` (d2l's `l * float(tf.size(y)) if isinstance(loss, Loss) else tf.reduce_sum(l)`)."""
     out = []
     for stmt in stmts:
         if isinstance(stmt, gast.If) and anno.has(stmt.test, Key.FOLDED):
             out += _taken(stmt.body if anno.get(stmt.test, Key.FOLDED) else stmt.orelse) \
                 or [gast.copy_location(gast.Pass(), stmt)]
         else:
-            out.append(stmt)
+            out.append(_TakenSide().visit(stmt))
     return out
+
+
+class _TakenSide(gast.NodeTransformer):
+    """`a if test else b` with a folded test: the side it takes."""
+
+    def visit_IfExp(self, node: gast.IfExp) -> gast.AST:
+        self.generic_visit(node)
+        if anno.has(node.test, Key.FOLDED):
+            return node.body if anno.get(node.test, Key.FOLDED) else node.orelse
+        return node
 
 
 def _loop_or_branch(stmt, counter) -> list[gast.stmt]:

@@ -437,6 +437,8 @@ class _Inferer:
         truthiness: `tf.add_n(m.losses) if m.losses else 0.0`) as its sides; else host."""
         test = self.expr(node.test)
         kinds = [self.expr(node.body), self.expr(node.orelse)]
+        if anno.has(node.test, Key.FOLDED):  # `isinstance(loss, Loss)` on an object the key
+            return kinds[0] if anno.get(node.test, Key.FOLDED) else kinds[1]  # fixes
         fixed = test == Kind.TF_OBJECT and tf_evaluable(node.test) or \
             test in _PLAIN and self._constant(node.test)
         return self._join(kinds) if fixed else Kind.HOST

@@ -430,3 +430,28 @@ def test_a_reshape_to_a_scalar_shape_runs_in_the_graph():
             return loss
         return step, {"w": w}, [(tf.ones([2, 3]),)] * 4
     check(make, None, graph_calls=3)
+
+
+def _squared_loss(y_hat, y):
+    return (y_hat - y) ** 2
+
+
+def test_a_conditional_expression_on_a_fixed_isinstance_takes_its_side():
+    """d2l's `l * float(tf.size(y)) if isinstance(loss, tf.keras.losses.Loss) else
+    tf.reduce_sum(l)`: the test is fixed for the call (the key holds `loss`), but the
+    expression was judged whole, the side never taken (a `float` of a tensor) keeping it on
+    the host with its TF ops. The side the test takes is what runs, in the graph."""
+    w = tf.Variable(np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2))
+
+    def make(log):
+        w.assign(np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2))
+
+        def step(x, y, loss):
+            with tf.GradientTape() as tape:
+                l = loss(tf.matmul(x, w), y)
+            w.assign_sub(0.1 * tape.gradient(l, w))
+            l_sum = l * float(tf.size(y)) if isinstance(
+                loss, tf.keras.losses.Loss) else tf.reduce_sum(l)
+            return l_sum
+        return step, {"w": w}, [(tf.ones([2, 3]), tf.zeros([2, 2]), _squared_loss)] * 4
+    check(make, None, graph_calls=3)
