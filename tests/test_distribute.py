@@ -134,7 +134,7 @@ print("w", w.numpy().ravel().tolist())
 
 
 def _run(args, cwd, timeout=240):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", EXAMPLES=EXAMPLES)
+    env = background.env(TF_CPP_MIN_LOG_LEVEL="3", EXAMPLES=EXAMPLES)
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env=env)
 
@@ -149,8 +149,10 @@ def _mirrored_child():
 
 
 def background_jobs():
-    """The child the test below asserts on, started after collection (tests/background.py)."""
-    return {"test_mirrored_strategy_steps_match_eager_and_slice": _mirrored_child}
+    """The children the tests below assert on, started after collection
+    (tests/background.py)."""
+    return {"test_mirrored_strategy_steps_match_eager_and_slice": _mirrored_child,
+            "test_gpe_run_on_a_mirrored_script": _script_runs}
 
 
 def test_mirrored_strategy_steps_match_eager_and_slice():
@@ -178,11 +180,20 @@ def test_mirrored_strategy_steps_match_eager_and_slice():
     assert _same(out["map_fn", "eager"], out["map_fn", "gpe"])
 
 
-def test_gpe_run_on_a_mirrored_script(tmp_path):
-    (tmp_path / "train.py").write_text(textwrap.dedent(SCRIPT))
-    plain, sliced = side_by_side(
-        lambda: _run([sys.executable, "train.py"], tmp_path),
-        lambda: _run([sys.executable, "-m", "gpe.cli", "run", "--report", "train.py"], tmp_path))
+def _script_runs():
+    """SCRIPT plainly and under `gpe run --report`, side by side in a folder of their own."""
+    with background.folder() as folder:
+        with open(os.path.join(folder, "train.py"), "w") as f:
+            f.write(textwrap.dedent(SCRIPT))
+        return side_by_side(
+            lambda: _run([sys.executable, "train.py"], folder),
+            lambda: _run([sys.executable, "-m", "gpe.cli", "run", "--report", "train.py"],
+                         folder))
+
+
+def test_gpe_run_on_a_mirrored_script():
+    plain, sliced = background.result(f"{__name__}.test_gpe_run_on_a_mirrored_script",
+                                      _script_runs)
     assert plain.returncode == 0, plain.stderr[-2000:]
     assert sliced.returncode == 0, sliced.stderr[-3000:]
     expected = [l for l in plain.stdout.splitlines() if l.startswith(("losses", "w "))]

@@ -11,6 +11,7 @@ dumps the sink's graph after optimization (TF_DUMP_GRAPH_PREFIX), and every Read
 must be ordered (a path either way) with every write of the same variable.
 """
 import collections
+import glob
 import os
 import subprocess
 import sys
@@ -18,6 +19,8 @@ import sys
 import pytest
 from google.protobuf import text_format
 from tensorflow.core.framework import graph_pb2
+
+import background
 
 PROGRAM = '''
 import tensorflow as tf
@@ -73,20 +76,38 @@ def unordered_pairs(graph: graph_pb2.GraphDef) -> list[tuple[str, str]]:
             and not reaches(w.name, r.name)]
 
 
+def _dumped():
+    """PROGRAM run with TF's graph dumps on, in a folder of its own (in the background:
+    tests/background.py): (its run, {name: text} of the optimized graphs dumped)."""
+    with background.folder() as folder:
+        with open(os.path.join(folder, "prog.py"), "w") as f:
+            f.write(PROGRAM)
+        dumps = os.path.join(folder, "dumps")
+        env = background.env(TF_DUMP_GRAPH_PREFIX=dumps, TF_DUMP_GRAPH_NAME_FILTER="*",
+                             TF_DUMP_GRAPH_GROUPS="main")
+        done = subprocess.run([sys.executable, "prog.py"], cwd=folder, env=env,
+                              capture_output=True, text=True, timeout=170)
+        found = {}
+        for path in sorted(glob.glob(os.path.join(dumps, "*after_graph_optimization*"))):
+            with open(path) as f:
+                found[os.path.basename(path)] = f.read()
+        return done, found
+
+
+def background_jobs():
+    return {"test_reads_and_writes_of_a_variable_stay_ordered_after_grappler": _dumped}
+
+
 @pytest.mark.timeout(180)
-def test_reads_and_writes_of_a_variable_stay_ordered_after_grappler(tmp_path):
-    (tmp_path / "prog.py").write_text(PROGRAM)
-    env = dict(os.environ, TF_DUMP_GRAPH_PREFIX=str(tmp_path / "dumps"),
-               TF_DUMP_GRAPH_NAME_FILTER="*", TF_DUMP_GRAPH_GROUPS="main")
-    done = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=170)
+def test_reads_and_writes_of_a_variable_stay_ordered_after_grappler():
+    done, dumps = background.result(
+        f"{__name__}.test_reads_and_writes_of_a_variable_stay_ordered_after_grappler", _dumped)
     assert done.returncode == 0, done.stderr[-2000:]
-    dumps = sorted((tmp_path / "dumps").glob("*after_graph_optimization*"))
     assert dumps, "TensorFlow dumped no optimized graph"
     checked = 0
-    for path in dumps:
+    for name, text in dumps.items():
         graph = graph_pb2.GraphDef()
-        text_format.Parse(path.read_text(), graph)
+        text_format.Parse(text, graph)
         checked += sum(n.op in WRITES for n in graph.node)
-        assert not unordered_pairs(graph), (path.name, unordered_pairs(graph))
+        assert not unordered_pairs(graph), (name, unordered_pairs(graph))
     assert checked >= 2  # the sink's graph with the part's two writes was checked

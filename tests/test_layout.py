@@ -4,11 +4,15 @@ import ast
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 
 import pytest
+
+import background
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # what each package may import from gpe (besides itself); gpe's API and CLI may import all
@@ -132,27 +136,55 @@ def test_tensorflow_bounds_are_stated_once():
         version.check("2.15.1")
 
 
-@pytest.mark.timeout(300)
-def test_wheel_adds_only_gpe_to_site_packages(tmp_path):
+def _wheel_installed():
+    """The checkout's wheel built, installed into a fresh virtualenv and imported from it, in
+    a folder of its own (in the background after collection: tests/background.py); the test
+    removes it: (folder, the wheel, the venv's site-packages, what it held before the
+    install, the import's run)."""
+    tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="gpe-tests-wheel-"))
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
                     "--no-build-isolation", "-w", str(wheels), str(ROOT)],
-                   check=True, timeout=240, cwd=tmp_path)
+                   check=True, timeout=240, cwd=tmp_path, env=background.env())
     wheel, = wheels.glob("gpe-*.whl")
-    top = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
-    assert {t for t in top if not t.endswith(".dist-info")} == {"gpe"}
-    # installed into a fresh virtualenv: site-packages gains exactly gpe and its metadata
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
-                   timeout=120)
+                   timeout=120, env=background.env())
     site = next(venv.glob("lib/python*/site-packages"))
     before = set(os.listdir(site))
     # (without the checkout conftest puts on PYTHONPATH for `python -m pytest` from the
     # root: with a gpe.egg-info a build left there, pip took gpe as installed already)
-    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    clean = {k: v for k, v in background.env().items() if k != "PYTHONPATH"}
     subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
                     "install", "-q", "--no-deps", "--no-index", str(wheel)],
                    check=True, timeout=120, env=clean)
+    # the installed copy imported with this interpreter (it has the dependencies)
+    code = "import gpe.slicer, gpe.host.runtime.session, sys; print(gpe.slicer.__file__)"
+    out = subprocess.run([sys.executable, "-c", code],
+                         env=background.env(PYTHONPATH=str(site)), cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120, check=True)
+    return tmp_path, wheel, site, before, out
+
+
+def background_jobs():
+    return {"test_wheel_adds_only_gpe_to_site_packages": _wheel_installed}
+
+
+@pytest.mark.timeout(300)
+def test_wheel_adds_only_gpe_to_site_packages():
+    tmp_path, wheel, site, before, out = background.result(
+        f"{__name__}.test_wheel_adds_only_gpe_to_site_packages", _wheel_installed)
+    try:
+        _check_wheel(tmp_path, wheel, site, before, out)
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _check_wheel(tmp_path, wheel, site, before, out):
+    top = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert {t for t in top if not t.endswith(".dist-info")} == {"gpe"}
+    # installed into a fresh virtualenv: site-packages gains exactly gpe and its metadata
+    venv = tmp_path / "venv"
     added = set(os.listdir(site)) - before
     assert {a for a in added if not a.endswith(".dist-info")} == {"gpe"}, added
     assert (venv / "bin" / "gpe").is_file()  # the command
@@ -162,9 +194,6 @@ def test_wheel_adds_only_gpe_to_site_packages(tmp_path):
     for sub in ("slicer", "host", "tfprog"):
         assert (site / "gpe" / sub / "__init__.py").is_file()
     # and the installed copy imports as one namespace (this interpreter has its dependencies)
-    code = "import gpe.slicer, gpe.host.runtime.session, sys; print(gpe.slicer.__file__)"
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(site)},
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip().startswith(str(site)), out.stdout
 
 

@@ -1,13 +1,14 @@
 """README's programs run as a user runs them: each example program README.md names, started
 from the repository root with this interpreter, exits 0 (a checkout imports gpe as the
 installed package does: gpe/__init__.py finds host/, slicer/, tfprog/ beside it)."""
-import os
 import pathlib
 import re
 import subprocess
 import sys
 
 import pytest
+
+import background
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -24,13 +25,46 @@ def test_readme_names_its_examples_and_commands():
         assert lines[lines.index(label) + 1].startswith("python3 -m venv .venv && ")
 
 
-@pytest.mark.timeout(400)
+def _user_env():
+    """The collection-time environment without PYTHONPATH: as a user's shell."""
+    return {k: v for k, v in background.env().items() if k != "PYTHONPATH"}
+
+
+def _programs():
+    """Each program NAMED run from the root, in turn (in the background after collection:
+    tests/background.py): {program: its run}."""
+    return {program: subprocess.run([sys.executable, program, *ARGS.get(program, [])],
+                                    cwd=ROOT, env=dict(_user_env(), TF_CPP_MIN_LOG_LEVEL="2"),
+                                    capture_output=True, text=True, timeout=360)
+            for program in NAMED}
+
+
+IMPORTS = ("import sys, gpe; assert 'tensorflow' not in sys.modules; import gpe.slicer; "
+           "assert 'tensorflow' not in sys.modules; gpe.function; "
+           "import gpe.host.call.function as f, gpe.tfprog.part as p; "
+           "print(gpe.__file__, gpe.slicer.__file__, f.__file__, p.__file__)")
+
+
+def _imports():
+    return subprocess.run([sys.executable, "-c", IMPORTS], cwd=ROOT, env=_user_env(),
+                          capture_output=True, text=True, timeout=100)
+
+
+def background_jobs():
+    return {"test_example_named_in_readme_runs_from_the_root": _programs,
+            "test_the_checkout_imports_as_installed": _imports}
+
+
+_RUNS: dict = {}
+
+
+@pytest.mark.timeout(400 * len(NAMED))  # (its job runs every program NAMED)
 @pytest.mark.parametrize("program", NAMED)
 def test_example_named_in_readme_runs_from_the_root(program):
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # as a user's shell
-    done = subprocess.run([sys.executable, program, *ARGS.get(program, [])], cwd=ROOT,
-                          env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True,
-                          text=True, timeout=360)
+    if not _RUNS:  # every program's run, taken once
+        _RUNS.update(background.result(
+            f"{__name__}.test_example_named_in_readme_runs_from_the_root", _programs))
+    done = _RUNS[program]
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     if program == "examples/train_mlp.py":
         assert "losses identical: True, final weights identical: True, history identical: " \
@@ -43,13 +77,7 @@ def test_example_named_in_readme_runs_from_the_root(program):
 def test_the_checkout_imports_as_installed():
     """From the root, `import gpe` is the checkout: its subpackages are the folders beside
     gpe/, under the installed names (and `import gpe` alone imports no TensorFlow)."""
-    code = ("import sys, gpe; assert 'tensorflow' not in sys.modules; import gpe.slicer; "
-            "assert 'tensorflow' not in sys.modules; gpe.function; "
-            "import gpe.host.call.function as f, gpe.tfprog.part as p; "
-            "print(gpe.__file__, gpe.slicer.__file__, f.__file__, p.__file__)")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=100)
+    done = background.result(f"{__name__}.test_the_checkout_imports_as_installed", _imports)
     assert done.returncode == 0, done.stderr[-3000:]
     files = done.stdout.split()
     assert files == [str(ROOT / "gpe" / "__init__.py"), str(ROOT / "slicer" / "__init__.py"),

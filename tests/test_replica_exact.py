@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 
+import background
+
 CHILD = r"""
 import json, sys
 import numpy as np
@@ -58,11 +60,24 @@ print(json.dumps({"eager": run(False), "gpe": run(True)}))
 """
 
 
-def test_a_replica_step_with_a_conv_layer_matches_eager_exactly(tmp_path):
-    script = tmp_path / "replica_conv.py"  # a file: gpe slices from the source
-    script.write_text(CHILD)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "GPE_PAYOFF": "0"}, cwd=tmp_path)
+def _child():
+    """CHILD run from a file (gpe slices from the source), in a folder of its own (in the
+    background: tests/background.py)."""
+    with background.folder() as folder:
+        script = os.path.join(folder, "replica_conv.py")
+        with open(script, "w") as f:
+            f.write(CHILD)
+        return subprocess.run([sys.executable, script], capture_output=True, text=True,
+                              timeout=600, env=background.env(GPE_PAYOFF="0"), cwd=folder)
+
+
+def background_jobs():
+    return {"test_a_replica_step_with_a_conv_layer_matches_eager_exactly": _child}
+
+
+def test_a_replica_step_with_a_conv_layer_matches_eager_exactly():
+    done = background.result(
+        f"{__name__}.test_a_replica_step_with_a_conv_layer_matches_eager_exactly", _child)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["gpe"]["losses"] == out["eager"]["losses"]

@@ -1,12 +1,12 @@
 """`gpe run` leaves alone a function that reads its caller's frame: wrapped, the caller's
 frame would be gpe's (d2l's HyperParameters.save_hyperparameters sets nothing and the
 program dies where eager runs: 5 of 5 d2l object-oriented chapters)."""
-import os
-import subprocess
 import sys
 import textwrap
 
 import pytest
+
+import background
 
 SCRIPT = '''
 import inspect
@@ -49,15 +49,24 @@ print("@", data.num_train, data.batch_size, float(loss), float(w[0, 0]))
 '''
 
 
+def _runs():
+    """SCRIPT eagerly and under `gpe run --report`, side by side in a folder of their own (in
+    the background: tests/background.py)."""
+    eager, gpe_run = background.run_in_folder(
+        {"train.py": textwrap.dedent(SCRIPT)}, [sys.executable, "train.py"],
+        [sys.executable, "-m", "gpe.cli", "run", "--report", "train.py"], timeout=180,
+        environment=background.env(TF_CPP_MIN_LOG_LEVEL="3", GPE_PAYOFF="0"))
+    return {"eager": eager, "gpe": gpe_run}
+
+
+def background_jobs():
+    return {"test_gpe_run_leaves_a_frame_reading_method_alone_and_still_slices": _runs}
+
+
 @pytest.mark.timeout(200)
-def test_gpe_run_leaves_a_frame_reading_method_alone_and_still_slices(tmp_path):
-    (tmp_path / "train.py").write_text(textwrap.dedent(SCRIPT))
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", GPE_PAYOFF="0")
-    runs = {way: subprocess.run(command, cwd=tmp_path, env=env, capture_output=True,
-                                text=True, timeout=180)
-            for way, command in (("eager", [sys.executable, "train.py"]),
-                                 ("gpe", [sys.executable, "-m", "gpe.cli", "run", "--report",
-                                          "train.py"]))}
+def test_gpe_run_leaves_a_frame_reading_method_alone_and_still_slices():
+    runs = background.result(
+        f"{__name__}.test_gpe_run_leaves_a_frame_reading_method_alone_and_still_slices", _runs)
     for way, done in runs.items():
         assert done.returncode == 0, (way, done.stderr[-2000:])
     marked = {way: [l for l in d.stdout.splitlines() if l.startswith("@")]

@@ -1,4 +1,5 @@
 """The runtime around sliced calls: refusals, errors from the graph, shutdown, pipelining."""
+import os
 import subprocess
 import sys
 import textwrap
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import background
 import gpe
 from harness import check, default_sigint, run
 from gpe.host.runtime.opcount import eager_ops, user_ops
@@ -68,16 +70,19 @@ def test_many_unread_values_do_not_fill_the_queue():
     assert np.array_equal(sliced(X).numpy(), (X * 2.0).numpy())
 
 
-def run_script(tmp_path, source: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    """Run `source` as a script file (gpe needs the functions' source)."""
-    path = tmp_path / "script.py"
-    path.write_text(textwrap.dedent(source))
-    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
-                          timeout=timeout, preexec_fn=default_sigint)
+def run_script(source: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run `source` as a script file (gpe needs the functions' source), in a folder of its
+    own, with the collection-time environment (in the background: tests/background.py)."""
+    with background.folder() as folder:
+        path = os.path.join(folder, "script.py")
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(source))
+        return subprocess.run([sys.executable, path], capture_output=True, text=True,
+                              timeout=timeout, preexec_fn=default_sigint, env=background.env(),
+                              cwd=folder)
 
 
-def test_interpreter_exit_does_not_hang(tmp_path):
-    script = textwrap.dedent("""
+EXIT_SCRIPT = textwrap.dedent("""
         import tensorflow as tf, gpe
         v = tf.Variable(0.0)
         def step(x):
@@ -89,7 +94,11 @@ def test_interpreter_exit_does_not_hang(tmp_path):
         print(float(r), s.stats()["graph_calls"])
         r = s(tf.constant(1.0))  # still in flight at exit
     """)
-    done = run_script(tmp_path, script, timeout=120)
+
+
+def test_interpreter_exit_does_not_hang():
+    done = background.result(f"{__name__}.test_interpreter_exit_does_not_hang",
+                             lambda: run_script(EXIT_SCRIPT, timeout=120))
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "5.0 4"
 
@@ -151,8 +160,7 @@ def test_a_stuck_wait_raises_naming_channel_and_function_then_session_recovers()
     assert float(sliced(small)) == float(heavy(small))
 
 
-def test_ctrl_c_during_a_wait_raises_keyboard_interrupt_at_once(tmp_path):
-    script = textwrap.dedent("""
+CTRL_C_SCRIPT = textwrap.dedent("""
         import os, signal, threading, time, tensorflow as tf, gpe
         def heavy(x):
             a = tf.matmul(x, x) / 1000.0
@@ -176,7 +184,19 @@ def test_ctrl_c_during_a_wait_raises_keyboard_interrupt_at_once(tmp_path):
         except KeyboardInterrupt:
             print("interrupted after", round(time.monotonic() - start, 1))
     """)
-    done = run_script(tmp_path, script)
+
+
+def background_jobs():
+    """The scripts the tests above and below run, started after collection."""
+    return {"test_interpreter_exit_does_not_hang": lambda: run_script(EXIT_SCRIPT, timeout=120),
+            "test_ctrl_c_during_a_wait_raises_keyboard_interrupt_at_once":
+                lambda: run_script(CTRL_C_SCRIPT)}
+
+
+def test_ctrl_c_during_a_wait_raises_keyboard_interrupt_at_once():
+    done = background.result(
+        f"{__name__}.test_ctrl_c_during_a_wait_raises_keyboard_interrupt_at_once",
+        lambda: run_script(CTRL_C_SCRIPT))
     assert done.returncode == 0, done.stderr[-2000:]
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("interrupted after"), done.stdout
