@@ -49,12 +49,13 @@ def stable(value: Any) -> bool:
     return not (inspect.ismethod(value) or isinstance(value, (list, tuple)))
 
 
-def mutated_roots(fn: gast.FunctionDef, objects, classify) -> set[str]:
+def mutated_roots(fn: gast.FunctionDef, objects, classify,
+                  dynamic_paths: frozenset = frozenset()) -> set[str]:
     """Names whose objects this function may change: an attribute or item of theirs is
     assigned, one of their methods (or a method of an attribute) that is not TF's is
     called, or they are passed to a call."""
     roots = set()
-    for node in nodes.walk(fn):
+    for node in _reached(fn, objects, dynamic_paths):
         if isinstance(node, (gast.Attribute, gast.Subscript)) and isinstance(
                 node.ctx, (gast.Store, gast.Del)):
             root = chain_root(node.value if isinstance(node, gast.Subscript) else node)
@@ -73,6 +74,38 @@ def mutated_roots(fn: gast.FunctionDef, objects, classify) -> set[str]:
                 if isinstance(arg, gast.Name):
                     roots.add(arg.id)
     return roots
+
+
+def _reached(fn: gast.AST, objects, dynamic_paths: frozenset):
+    """The nodes of `fn`, but of an `if` on a flag of an object argument (`if not
+    self.built:`, a lazy build) only the branch the flag's value now takes: the kinds pass
+    folds that test (the key guards the flag by value), so the other branch never runs."""
+    todo = [fn]
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, gast.If):
+            taken = _flag_value(node.test, objects, dynamic_paths)
+            if taken is not None:
+                todo.append(node.test)
+                todo.extend(node.body if taken else node.orelse)
+                continue
+        todo.extend(nodes.children(node))
+
+
+def _flag_value(test: gast.expr, objects, dynamic_paths: frozenset) -> bool | None:
+    """The truth of `obj.flag` or `not obj.flag` (a bool, number or None on an object
+    argument, not one that keeps changing) now; None for any other test."""
+    operand, negate = test, False
+    if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
+        operand, negate = test.operand, True
+    root = chain_root(operand) if isinstance(operand, gast.Attribute) else None
+    if root is None or root.id not in objects or dotted(operand) in dynamic_paths:
+        return None
+    value = chain_value(operand, objects[root.id])
+    if type(value) not in (bool, int, float) and value is not None:
+        return None
+    return bool(value) != negate
 
 
 def keeps_object(method: Any, depth: int = 0) -> bool:

@@ -44,7 +44,8 @@ class _Inferer:
         self.local_names = bound_names(parsed.node)
         self.rebound = stored_names(parsed.node)  # arguments the function reassigns
         # objects whose attributes may change here
-        self.mutated = mutated_roots(parsed.node, facts.objects, self.classify)
+        self.mutated = mutated_roots(parsed.node, facts.objects, self.classify,
+                                     facts.dynamic_paths)
         self.constants = {n for n, f in facts.args.items()  # names fixed for the call
                           if f.constant and f.kind in (Kind.PY_SCALAR, Kind.HOST_DATA)}
         # a loop's tensors from a dataset or a speculated iterable, bound nowhere else:
@@ -95,6 +96,11 @@ class _Inferer:
         elif isinstance(node, gast.AnnAssign):
             if node.value is not None:
                 self.bind(node.target, self.expr(node.value), node.value)
+        elif isinstance(node, gast.If):
+            self.expr(node.test)
+            self._fold(node.test)
+            self.block(node.body)
+            self.block(node.orelse)
         elif isinstance(node, gast.With):
             for item in node.items:
                 kind = self.expr(item.context_expr)
@@ -187,6 +193,26 @@ class _Inferer:
         if self._constant(node):
             anno.set(node, Key.CONSTANT, True)
         return kind
+
+    def _fold(self, test: gast.expr) -> None:
+        """`if self.built:`, `if not train:` on a number the call key fixes and guards by
+        value (a chain on an object, a folded argument): Key.FOLDED, its truth, so that the
+        `if` becomes the branch it takes (hoist._taken; a callee's untaken lazy build or
+        host branch is not judged)."""
+        operand, negate = test, False
+        if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
+            operand, negate = test.operand, True
+        if anno.has(test, Key.FOLDED) or not anno.get(operand, Key.CONSTANT):
+            return
+        if isinstance(operand, gast.Attribute) and anno.has(operand, Key.PATH):
+            value = self.value_of(operand)
+        elif isinstance(operand, gast.Name) and operand.id in self.facts.args and \
+                operand.id not in self.rebound and self.facts.args[operand.id].constant:
+            value = self.facts.args[operand.id].value
+        else:
+            return
+        if type(value) in (bool, int, float) or value is None:
+            anno.set(test, Key.FOLDED, bool(value) != negate)
 
     def _constant(self, node: gast.expr) -> bool:
         if isinstance(node, gast.Constant):

@@ -256,3 +256,16 @@ def test_a_program_that_keeps_starting_sinks_is_still_timed():
         calls += 1
     assert timer.settled and not timer.eager_faster
     assert calls <= WARM_CALLS + (MAX_DROPPED + 1) * BLOCK_CALLS + PROBE_CALLS
+
+
+def test_a_long_call_is_timed_in_fewer_calls():
+    """An epoch of 100 ms, 50 ms sliced (not clear after one block each way): timed after 5
+    warm calls (0.25 s at their median) in blocks of 3 (the least; 0.1 s is 2 of them),
+    settled after two blocks each way, 6 calls eagerly; with a 10-call warm-up and blocks of
+    8 a 60-epoch run was still timing at its 50th epoch."""
+    timer, verdict, counts = drive(lambda: 50e-3, lambda: 100e-3)
+    assert verdict is None and timer.steady and timer.block_calls == 3
+    assert counts == {"sliced": 5 + 2 * 3, "eager": 2 * 3}
+    timer, verdict, counts = drive(lambda: 0.5e-3, lambda: 1e-3)  # a short step: as before
+    assert timer.block_calls == BLOCK_CALLS
+    assert counts == {"sliced": WARM_CALLS + 2 * BLOCK_CALLS, "eager": 2 * BLOCK_CALLS}

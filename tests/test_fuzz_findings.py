@@ -897,3 +897,71 @@ def test_seed343_a_container_subclass_given_to_a_wrapped_helper_is_not_frozen(co
             globals()[name] = plain
     made = differential(program)
     assert made[1].stats()["graph_calls"] == 4, made[1].stats()  # main: all but the profile call
+
+
+# seed 786 (the generator's list subclasses): a helper gpe slices by itself, given a list
+# subclass by a caller that runs eagerly --------------------------------------------------
+# main raises at its end (every call, so it is profiled and run eagerly throughout); the
+# helper it calls by its global name converts a list subclass of this call's tensors whole
+# (tf.stack): the helper's value was the third call's from then on (eager logs each call's).
+# Minimised from seed 786 (hc0 called three times a call with `TL([...])` and `[...]`, and
+# a NameError at main's end); seed 1299 (an `assert` in hc0 on tf.stack of a TL, failing
+# eagerly at the first call, passed under gpe) looks like the same class.
+LOG_786 = []
+
+
+def stack_786(st):
+    LOG_786.append(tf.stack(st))
+
+
+def main_786(x, n):
+    stack_786(_TL([x[0], tf.reduce_sum(x)]))
+    raise ValueError("after")
+
+
+def main_list_786(x, n):
+    stack_786([x[0], tf.reduce_sum(x)])
+    raise ValueError("after")
+
+
+@pytest.mark.parametrize("fn", [
+    pytest.param(main_786, marks=pytest.mark.xfail(strict=True, reason=(
+        "fuzz seed 786: a list subclass given to a helper gpe slices for an eager caller: "
+        "the helper's value is the third call's from then on"))),
+    main_list_786])
+def test_seed786_a_list_subclass_given_to_a_helper_of_an_eager_caller_is_not_frozen(fn):
+    def make(log):
+        global LOG_786
+        LOG_786 = log
+        return fn, {}
+    check(make, [(X, 1), (X, 1), (X * 2.0, 1), (-X, 1), (X * 3.0, 1)], graph_calls=0)
+
+
+# seed 1299 (the generator's list subclasses): a list subclass as the argument of a
+# gpe.function ------------------------------------------------------------------------------
+# The simplest of the three (343, 786, 1299; likely one cause): a function wrapped by
+# gpe.function given a list subclass of tensors returned one earlier call's value for every
+# later call (a plain list first, then list subclasses: the first subclass call's value).
+# Minimised from seed 1299: hc0 (wrapped, as in mode all) given `[V_s.read_value(), n]` and
+# then `TL([tf.cast(V_i, tf.float32), s6])`, asserting on tf.reduce_sum of it: eager's
+# AssertionError at the first call of main was not raised under gpe.
+def sum_1299(st):
+    return tf.reduce_sum(st)
+
+
+_SUBCLASS_ARGUMENT = pytest.mark.xfail(strict=True, reason=(
+    "fuzz seed 1299: a list subclass argument of a gpe.function: an earlier call's value "
+    "is returned for every later call"))
+
+
+@pytest.mark.parametrize("first, later", [pytest.param(_TL, _TL, marks=_SUBCLASS_ARGUMENT),
+                                          pytest.param(list, _TL, marks=_SUBCLASS_ARGUMENT),
+                                          (list, list), (tuple, tuple)])
+def test_seed1299_a_list_subclass_argument_is_not_taken_as_a_constant(first, later):
+    def program(wrap, log):
+        f = wrap(sum_1299)
+        calls = [first([tf.constant(0.25), 3.0])] + [
+            later([tf.constant(v), tf.constant(v)]) for v in (1.0, 2.0, 3.0, 4.0)]
+        return [f(st) for st in calls], {}
+    (f,) = differential(program)
+    assert f.stats()["graph_calls"] >= 3, f.stats()

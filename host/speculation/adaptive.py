@@ -7,6 +7,11 @@ sliced block adds the wait, after its last call, for the graph to finish the blo
 over its calls); each way's figure is the median of its blocks. A stall (a collection, the
 OS) in one call or one block does not move a median.
 
+A long call (an epoch) is timed in fewer calls: the warm calls end once their count at
+their median time reaches WARM_S (at least MIN_WARM_CALLS), and a block holds as many calls
+as make BLOCK_S at that median (at least MIN_BLOCK_CALLS): a 50 ms epoch is timed in blocks
+of 3 after 5 warm calls (with 8 and 10 a 60-epoch run was still timing at its 50th call).
+
 A clear case is settled after the first block each way: sliced at most CLEAR of eager's
 time stays sliced, sliced at least 1/CLEAR of it runs eagerly (a training step 100x faster
 in the graph used to run 40 of its calls eagerly, at eager's cost, before its verdict);
@@ -32,13 +37,18 @@ kept a clear case measuring for rounds (`disturbed`, host/runtime/session.py).
 """
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from typing import Callable
 
 WARM_CALLS = 10      # sliced calls before the timing starts (the graph's instantiation, the
                      # program settling; as before, no call before the 19th sliced one runs eagerly)
+MIN_WARM_CALLS = 3   # ...fewer for a long call: once MIN_WARM_CALLS of them, at their median,
+WARM_S = 0.25        # come to WARM_S (a 50 ms epoch: 5 calls)
 BLOCK_CALLS = 8      # calls in a block (a sliced block ends with a wait for the graph)
+MIN_BLOCK_CALLS = 3  # ...fewer for a long call: as many as make BLOCK_S at the warm calls'
+BLOCK_S = 0.1        # median (an epoch of 50 ms: 3; a step of 10 ms or less: BLOCK_CALLS)
 BLOCKS = 5           # sliced and eager blocks in a round (odd: a plain median)
 MAX_ROUNDS = 3       # rounds measured while the ratio stays inside the band
 SLICED_MARGIN = 0.9  # sliced at most this fraction of eager's time: stays sliced
@@ -75,6 +85,8 @@ class AdaptiveTimer:
         self.prior = list(prior or ())[-BLOCK_CALLS:]
         self.phase = _WARM if enabled else _SETTLED
         self.warm = 0
+        self.warm_times: list[float] = []  # the warm calls' seconds
+        self.block_calls = BLOCK_CALLS  # calls in a block (set when the warm calls end)
         self.block: list[float] = []   # the current block's call times
         self.sliced: list[float] = []  # seconds per call, one entry per block
         self.eager: list[float] = []
@@ -112,8 +124,13 @@ class AdaptiveTimer:
             self._adopt()
         if self.phase == _WARM:
             self.warm += 1
-            if self.warm >= WARM_CALLS:  # the graph's first runs (instantiation) are done
-                fence()
+            self.warm_times.append(self.clock() - start)
+            typical = statistics.median(self.warm_times)
+            if self.warm >= WARM_CALLS or (self.warm >= MIN_WARM_CALLS and
+                                           typical * self.warm >= WARM_S):
+                fence()  # the graph's first runs (instantiation) are done
+                self.block_calls = max(MIN_BLOCK_CALLS, min(
+                    BLOCK_CALLS, math.ceil(BLOCK_S / typical - 1e-9) if typical > 0 else BLOCK_CALLS))
                 self.phase = _SLICED
             return
         if self.phase != _SLICED:
@@ -122,7 +139,7 @@ class AdaptiveTimer:
             before = self.clock()
             fence()
             waited = self.clock() - before
-            self.sliced.append(statistics.median(self.block) + waited / BLOCK_CALLS)
+            self.sliced.append(statistics.median(self.block) + waited / self.block_calls)
             self.phase = _EAGER
             if len(self.sliced) == 1 and len(self.prior) >= PROBE_CALLS and \
                     self.sliced[0] <= PRIOR_CLEAR * statistics.median(self.prior):
@@ -161,12 +178,12 @@ class AdaptiveTimer:
         """Record a call's time in the current block; True when it completes the block
         (self.block then holds the block's times until the next call). A block a sink's
         start disturbed is dropped: the next call starts the block again."""
-        if len(self.block) >= BLOCK_CALLS:
+        if len(self.block) >= self.block_calls:
             self.block = []
         if not self.block:
             self.block_start = start
         self.block.append(self.clock() - start)
-        if len(self.block) < BLOCK_CALLS:
+        if len(self.block) < self.block_calls:
             return False
         if self.dropped < MAX_DROPPED and self.disturbed(self.block_start):
             self.dropped += 1  # (bounded: a program that keeps building is still timed)
@@ -194,8 +211,8 @@ class AdaptiveTimer:
             self.steady = True
             return None
         self.eager_faster = True
-        self.verdict = message(sliced, eager, len(self.sliced) * BLOCK_CALLS,
-                               eager_calls or len(self.eager) * BLOCK_CALLS)
+        self.verdict = message(sliced, eager, len(self.sliced) * self.block_calls,
+                               eager_calls or len(self.eager) * self.block_calls)
         return self.verdict
 
 
