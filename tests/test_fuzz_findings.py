@@ -905,8 +905,7 @@ def test_seed343_a_container_subclass_given_to_a_wrapped_helper_is_not_frozen(co
 # helper it calls by its global name converts a list subclass of this call's tensors whole
 # (tf.stack): the helper's value was the third call's from then on (eager logs each call's).
 # Minimised from seed 786 (hc0 called three times a call with `TL([...])` and `[...]`, and
-# a NameError at main's end); seed 1299 (an `assert` in hc0 on tf.stack of a TL, failing
-# eagerly at the first call, passed under gpe) looks like the same class.
+# a NameError at main's end). Fixed with seed 343 by a6af123 (fails on 9cd85b8).
 LOG_786 = []
 
 
@@ -924,11 +923,7 @@ def main_list_786(x, n):
     raise ValueError("after")
 
 
-@pytest.mark.parametrize("fn", [
-    pytest.param(main_786, marks=pytest.mark.xfail(strict=True, reason=(
-        "fuzz seed 786: a list subclass given to a helper gpe slices for an eager caller: "
-        "the helper's value is the third call's from then on"))),
-    main_list_786])
+@pytest.mark.parametrize("fn", [main_786, main_list_786])
 def test_seed786_a_list_subclass_given_to_a_helper_of_an_eager_caller_is_not_frozen(fn):
     def make(log):
         global LOG_786
@@ -939,24 +934,18 @@ def test_seed786_a_list_subclass_given_to_a_helper_of_an_eager_caller_is_not_fro
 
 # seed 1299 (the generator's list subclasses): a list subclass as the argument of a
 # gpe.function ------------------------------------------------------------------------------
-# The simplest of the three (343, 786, 1299; likely one cause): a function wrapped by
+# The simplest of the three (343, 786, 1299; one cause): a function wrapped by
 # gpe.function given a list subclass of tensors returned one earlier call's value for every
 # later call (a plain list first, then list subclasses: the first subclass call's value).
 # Minimised from seed 1299: hc0 (wrapped, as in mode all) given `[V_s.read_value(), n]` and
 # then `TL([tf.cast(V_i, tf.float32), s6])`, asserting on tf.reduce_sum of it: eager's
-# AssertionError at the first call of main was not raised under gpe.
+# AssertionError at the first call of main was not raised under gpe. Fixed with seed 343
+# by a6af123 (fails on 9cd85b8).
 def sum_1299(st):
     return tf.reduce_sum(st)
 
 
-_SUBCLASS_ARGUMENT = pytest.mark.xfail(strict=True, reason=(
-    "fuzz seed 1299: a list subclass argument of a gpe.function: an earlier call's value "
-    "is returned for every later call"))
-
-
-@pytest.mark.parametrize("first, later", [pytest.param(_TL, _TL, marks=_SUBCLASS_ARGUMENT),
-                                          pytest.param(list, _TL, marks=_SUBCLASS_ARGUMENT),
-                                          (list, list), (tuple, tuple)])
+@pytest.mark.parametrize("first, later", [(_TL, _TL), (list, _TL), (list, list), (tuple, tuple)])
 def test_seed1299_a_list_subclass_argument_is_not_taken_as_a_constant(first, later):
     def program(wrap, log):
         f = wrap(sum_1299)
