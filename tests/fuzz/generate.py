@@ -751,9 +751,16 @@ class Gen:
             self.emit(depth, f"{loss} = tf.reduce_sum(NET({inp}))")
             s.names[loss] = SC
             return
+        target = self.sc(s, 1)
+        if self.chance(0.7):  # made before the tape (host work inside it stops slicing)
+            a, b = self.fresh("inp"), self.fresh("s")
+            self.emit(depth, f"{a} = {inp}")
+            self.emit(depth, f"{b} = {target}")
+            inp, target = a, b
+            s.names[b] = SC
         self.emit(depth, f"with tf.GradientTape() as {tape}:")
         self.emit(depth + 1, f"{out} = NET({inp})")
-        self.emit(depth + 1, f"{loss} = tf.reduce_mean(tf.square({out} - {self.sc(s, 1)}))")
+        self.emit(depth + 1, f"{loss} = tf.reduce_mean(tf.square({out} - {target}))")
         g = self.fresh("grads")
         self.emit(depth, f"{g} = {tape}.gradient({loss}, NET.trainable_variables)")
         self.emit(depth, f"OPT.apply_gradients(zip({g}, NET.trainable_variables))")
