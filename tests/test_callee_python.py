@@ -455,3 +455,43 @@ def test_a_conditional_expression_on_a_fixed_isinstance_takes_its_side():
             return l_sum
         return step, {"w": w}, [(tf.ones([2, 3]), tf.zeros([2, 2]), _squared_loss)] * 4
     check(make, None, graph_calls=3)
+
+
+class _LazyLogistic(tf.Module):
+    """TF core's logistic regression tutorial: the variables are made on the first call."""
+
+    def __init__(self):
+        super().__init__()
+        self.built = False
+
+    def __call__(self, x, train=True):
+        if not self.built:
+            self.w = tf.Variable(tf.ones([x.shape[-1], 1]) * 0.1)
+            self.b = tf.Variable(0.0)
+            self.built = True
+        z = tf.squeeze(tf.add(tf.matmul(x, self.w), self.b), axis=1)
+        if train:
+            return z
+        return tf.sigmoid(z)
+
+
+def test_a_model_built_on_its_first_call_runs_in_the_graph():
+    """`if not self.built:` (make the variables, set the flag): the branch's writes marked
+    the model changed, so its flag was not fixed for the call and the call was host work
+    inside the tape (every call eager). The flag is folded (guarded by value): only the
+    branch it takes is the callee's."""
+    model = _LazyLogistic()
+    model(tf.ones([2, 3]))  # built, as the tutorial does before training
+
+    def make(log):
+        model.w.assign(tf.ones([3, 1]) * 0.1)
+        model.b.assign(0.0)
+
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((model(x) - y) ** 2)
+            for g, v in zip(tape.gradient(loss, model.variables), model.variables):
+                v.assign_sub(0.1 * g)
+            return loss
+        return step, {"w": model.w, "b": model.b}, [(tf.ones([2, 3]), tf.zeros([2]))] * 4
+    check(make, None, graph_calls=3)
