@@ -15,6 +15,25 @@ lists and dicts of tensors, Python counters, `.numpy()`/`float()` reads fed back
 work, prints of host values and of tensors, exceptions raised and caught, early returns,
 helper calls, `for` over ranges, lists, dicts and tensor rows.
 
+Three features, each drawn for a program from a stream of its own (a seed that draws none,
+about half of them, gives the program it gave before they existed), found past bugs
+(issue 29) and make programs of their class:
+
+- containers: `class TL(list)` (as Keras' TrackedList) and `P = collections.namedtuple("P",
+  "h c")` of scalar tensors built in the function (lists made as TL, `P(...)`, `_replace`,
+  unpacking) and given to a helper `hc0(st)` that reads them (items, whole: tf.stack,
+  tf.add_n, iteration, `type(st).__name__`), with values that change call to call;
+- numbers: helpers `hn0(k)` of Python number work (`s = 0; while k > 0: s = s * 2 + k;
+  k -= 1`, `if k > 1`, a host counter `while c < k`, ...) given a Python int or an int or
+  float tensor, zero on some calls; what they return is logged, printed or returned (a
+  Python int must stay one; `isinstance`, not `type()`: a Pending is a known difference);
+- layers: a tree (depth 1-3) of user `tf.keras.layers.Layer` classes (a leaf a Dense with a
+  stateless random kernel and a relu, a node adding its two children) as NET, called in a
+  GradientTape on this call's values and stepped with OPT (SGD).
+
+main calls each new helper and uses each feature at least once (at a random point, or at its
+end).
+
 Every program terminates eagerly and is deterministic: loops are bounded by construction
 (a range of at most a few items, a list or dict not grown in its own loop, a tensor
 counter or a variable of the loop's own moved by at least 1.0 per iteration towards a
