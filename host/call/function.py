@@ -80,6 +80,7 @@ class SlicedFunction:
         # payoff: run plainly until its eager time pays for building it (payoff.py)
         self.payoff = Payoff(payoff)
         self.budget = Budget()  # what slicing may cost before a call runs sliced
+        self.profile_times: list[float] = []  # the last profile calls' seconds (adaptive.py)
         self._plan_s = 0.0  # the time slicing took, for the progress line
         self.adaptive = adaptive  # run eagerly a variant that is slower sliced than eager
         self.plain = False  # decided it is plain Python: calls go straight to fn
@@ -186,7 +187,10 @@ class SlicedFunction:
             self._entry_guard_failed(key, failed)
             return self._eager(args, kwargs)
         if not variant.timer.steady:
-            variant.timer.sliced_call(start, session.fence)
+            verdict = variant.timer.sliced_call(start, session.fence)
+            if verdict is not None:  # settled on eager (adaptive: slower than profiled)
+                self.note(verdict, warn=False)
+                self.plain = self.cache.all_eager()
         return result
 
     def _unpaid(self, args, kwargs):
@@ -314,7 +318,9 @@ class SlicedFunction:
         self.stats_.eager_calls += 1
         started = time.perf_counter()
         result, observed = self.builder.profile(plan, args, kwargs)
-        self.budget.calls_s += time.perf_counter() - started
+        seconds = time.perf_counter() - started
+        self.budget.calls_s += seconds
+        self.profile_times = self.profile_times[-7:] + [seconds]
         runs = self.cache.profiles.setdefault(key, [])
         runs.append(observed)
         if reshaped is not None or self.builder.reshaped(plan, values, runs[-1:]) is not None:

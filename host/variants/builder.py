@@ -214,6 +214,7 @@ class Builder:
                                nested=[callee_variant(runs[-1].get(("call", slot)))
                                        for slot in range(len(plan.nested))])
             variant.runs = list(runs)  # a sibling built for a tree of another shape uses them
+            variant.timer.profiled = list(owner.profile_times)
             if speculated and not _hands_back(plan, variant):
                 self._unspeculate(speculated, "a loop of its TF part cannot hand a misfit "
                                               "back")
