@@ -521,15 +521,6 @@ def _rnn_program(log):
               for s in [(5, 8), (8, 8), (8,), (8, 5), (5,)]]
     opt = keras.optimizers.SGD(0.1)
 
-    def cell(inputs, state, params):
-        W_xh, W_hh, b_h, W_hq, b_q = params
-        H, = state
-        outputs = []
-        for X in inputs:
-            H = tf.tanh(tf.matmul(X, W_xh) + tf.matmul(H, W_hh) + b_h)
-            outputs.append(tf.matmul(H, W_hq) + b_q)
-        return tf.concat(outputs, axis=0), (H,)
-
     def clip(grads, theta):
         norm = math.sqrt(sum(float(tf.reduce_sum(g ** 2).numpy()) for g in grads))
         return [g * theta / norm for g in grads] if norm > theta else grads
@@ -539,7 +530,7 @@ def _rnn_program(log):
         for X, Y in data:
             state = (tf.zeros((2, 8)),)
             with tf.GradientTape() as tape:
-                y_hat, state = cell(X, state, params)
+                y_hat, state = _rnn(X, state, params)  # (d2l's rnn, below)
                 l = tf.reduce_mean((y_hat - Y) ** 2)
             grads = clip(tape.gradient(l, params), 1.0)
             opt.apply_gradients(zip(grads, params))

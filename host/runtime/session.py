@@ -14,7 +14,6 @@ from __future__ import annotations
 import atexit
 import gc
 import os
-import re
 import logging
 import threading
 import time

@@ -67,8 +67,8 @@ class Builder:
         if plan_key in self.refusals:
             raise self.refusals[plan_key]
         candidates = self.plans.setdefault(plan_key, [])
-        for plan, types in candidates:
-            if types == self._capture_types(plan, values):
+        for plan, captured in candidates:
+            if captured == self._capture_types(plan, values):
                 self.last_plan = plan
                 self.taken_under[id(plan)] = assumed.plan_state()
                 return plan
