@@ -4,7 +4,10 @@ rooted at an object argument and `static` for one the function reaches through i
 globals. A chain the TF part reads when traced gets a PATH (the call key guards it: an
 object by identity, a list by its elements, a number by value, then folded: CONSTANT).
 `inf` is the kinds pass's inferer (its facts, names, mutated roots, classify).
-`dataset_elements` says when a loop's target takes a dataset argument's tensors.
+`dataset_elements` says when a loop's target takes a dataset argument's tensors (or an
+iterated object's, speculated), `bind_loop_target` what a loop's target is, `fold_test` when
+an `if` on a flag takes one branch, `guard_whole_objects` when the key holds an object a TF
+op takes whole.
 """
 from __future__ import annotations
 
@@ -12,9 +15,10 @@ from typing import Any
 
 import gast
 
-from . import anno
+from . import anno, nodes
 from .anno import Key
-from .chains import CAPTURABLE, chain_root, chain_value, dotted, own_data, stable, static_value
+from .chains import (CAPTURABLE, chain_root, chain_value, dotted, is_range, own_data, stable,
+                     static_value)
 from .facts import Kind
 
 VARIABLE_LISTS = frozenset({"trainable_variables", "variables", "trainable_weights", "weights",
@@ -147,3 +151,77 @@ def dataset_elements(kinds, iterable: gast.expr, target: gast.AST) -> bool:
         return elements in (0, -1)
     return isinstance(target, (gast.Tuple, gast.List)) and elements in (
         len(target.elts), -1) and all(isinstance(e, gast.Name) for e in target.elts)
+
+
+def bind_loop_target(inf, target: gast.AST, iterable: gast.expr) -> None:
+    """A loop's target: a counter over a range, an element of a sequence of tensors (also
+    through enumerate and zip), else a host value."""
+    func = iterable.func.id if isinstance(iterable, gast.Call) and isinstance(
+        iterable.func, gast.Name) else None
+    if is_range(iterable):
+        inf.bind(target, Kind.PY_SCALAR, None)
+    elif func == "enumerate" and len(iterable.args) == 1 and isinstance(
+            target, (gast.Tuple, gast.List)) and len(target.elts) == 2:
+        anno.set(target, Key.KIND, Kind.HOST)
+        inf.bind(target.elts[0], Kind.PY_SCALAR, None)
+        bind_loop_target(inf, target.elts[1], iterable.args[0])
+        seq = iterable.args[0]
+        fact = inf.facts.args.get(seq.id) if isinstance(seq, gast.Name) else None
+        if (fact is not None and fact.length is not None and seq.id not in inf.rebound
+                and isinstance(target.elts[0], gast.Name)):
+            inf.constants.add(target.elts[0].id)  # the TF part unrolls this loop
+    elif func == "zip" and isinstance(target, (gast.Tuple, gast.List)) and len(
+            target.elts) == len(iterable.args) and not iterable.keywords:
+        anno.set(target, Key.KIND, Kind.HOST)
+        for elt, arg in zip(target.elts, iterable.args):
+            bind_loop_target(inf, elt, arg)
+    elif dataset_elements(inf, iterable, target):
+        inf.bind(target, Kind.TENSOR, None)  # `for x, y in ds`: tensors each
+        stores = [n.id for n in nodes.walk(inf.parsed.node) if isinstance(n, gast.Name)
+                  and isinstance(n.ctx, gast.Store)]
+        inf.iterated_tensors |= {n.id for n in nodes.walk(target) if isinstance(
+            n, gast.Name) and stores.count(n.id) == 1}
+    else:
+        kind = anno.get(iterable, Key.KIND)
+        value = inf.value_of(iterable)
+        kinds = {inf.classify(v) for v in value} if isinstance(
+            value, (list, tuple)) and value else set()
+        if kinds == {Kind.VARIABLE}:
+            inf.bind(target, Kind.VARIABLE, None)  # for p in params: p.assign(...)
+        elif kinds and kinds <= {Kind.TF_OP, Kind.TF_EFFECT_OP}:
+            inf.bind(target, Kind.TF_EFFECT_OP, None)  # for layer in self.layers
+        else:
+            inf.bind(target, Kind.TENSOR if kind in (Kind.TENSOR, Kind.VARIABLE,
+                                                      Kind.TF_OBJECT) else Kind.HOST, None)
+
+
+def fold_test(inf, test: gast.expr) -> None:
+    """`if self.built:`, `if not train:` on a number the call key fixes and guards by
+    value (a chain on an object, a folded argument): Key.FOLDED, its truth, so that the
+    `if` becomes the branch it takes (hoist._taken; a callee's untaken lazy build or
+    host branch is not judged)."""
+    operand, negate = test, False
+    if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
+        operand, negate = test.operand, True
+    if anno.has(test, Key.FOLDED) or not anno.get(operand, Key.CONSTANT):
+        return
+    if isinstance(operand, gast.Attribute) and anno.has(operand, Key.PATH):
+        value = inf.value_of(operand)
+    elif isinstance(operand, gast.Name) and operand.id in inf.facts.args and \
+            operand.id not in inf.rebound and inf.facts.args[operand.id].constant:
+        value = inf.facts.args[operand.id].value
+    else:
+        return
+    if type(value) in (bool, int, float) or value is None:
+        anno.set(test, Key.FOLDED, bool(value) != negate)
+
+
+def guard_whole_objects(inf, node: gast.Call) -> None:
+    """An object argument a TF op takes whole (`tf.stack(st)`, `st` a sequence class of
+    the user's holding tensors): the TF part is traced with this call's object, so the
+    call key guards its identity (its type alone let the next call's object, with
+    other tensors, run on the first one's, frozen)."""
+    for arg in node.args + [k.value for k in node.keywords]:
+        if isinstance(arg, gast.Name) and arg.id in inf.facts.objects and \
+                arg.id not in inf.rebound and not anno.has(arg, Key.PATH):
+            anno.set(arg, Key.PATH, arg.id)

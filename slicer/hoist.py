@@ -182,7 +182,7 @@ def _split_tuple_assignment(stmt: gast.stmt) -> list[gast.stmt] | None:
 def _block(stmts: list[gast.stmt], counter) -> list[gast.stmt]:
     out: list[gast.stmt] = []
     split = []
-    for stmt in _taken(stmts):
+    for stmt in _taken(stmts, counter):
         split += _split_tuple_assignment(stmt) or [stmt]
     for stmt in split:
         origin = anno.get(stmt, Key.ORIGIN, getattr(stmt, "lineno", 0))
@@ -206,29 +206,44 @@ def _block(stmts: list[gast.stmt], counter) -> list[gast.stmt]:
     return out
 
 
-def _taken(stmts: list[gast.stmt]) -> list[gast.stmt]:
+def _taken(stmts: list[gast.stmt], counter) -> list[gast.stmt]:
     """An `if` whose test the slicer folded (kinds: Key.FOLDED, fixed for the call and
     guarded) is replaced by the branch it takes: the other is never run by this variant,
     so neither side holds it (its crossings would never be reached). So is `a if test else
-    b` (d2l's `l * float(tf.size(y)) if isinstance(loss, Loss) else tf.reduce_sum(l)`)."""
+    b` (d2l's `l * float(tf.size(y)) if isinstance(loss, Loss) else tf.reduce_sum(l)`).
+    The test stays, as `_gpe_fN = test`, read where the guards are found (the TF part's
+    captures, a callee's reads): dropped, nothing guarded the flag (`if ATTACK.targeted:`
+    kept the first call's branch after the flag changed)."""
     out = []
     for stmt in stmts:
         if isinstance(stmt, gast.If) and anno.has(stmt.test, Key.FOLDED):
-            out += _taken(stmt.body if anno.get(stmt.test, Key.FOLDED) else stmt.orelse) \
-                or [gast.copy_location(gast.Pass(), stmt)]
+            kept = gast.Assign(targets=[_name(f"_gpe_f{next(counter)}", gast.Store())],
+                               value=stmt.test, type_comment=None)
+            anno.set(kept, Key.FOLDED, True)  # (its paths are the plan's `folds`)
+            out.append(gast.copy_location(kept, stmt))
+            out += _taken(stmt.body if anno.get(stmt.test, Key.FOLDED) else stmt.orelse,
+                          counter)
         else:
-            out.append(_TakenSide().visit(stmt))
+            out.append(_TakenSide(counter, out).visit(stmt))
     return out
 
 
 class _TakenSide(gast.NodeTransformer):
-    """`a if test else b` with a folded test: the side it takes."""
+    """`a if test else b` with a folded test: the side it takes (the test kept before the
+    statement, in `out`, as for an `if`)."""
+
+    def __init__(self, counter, out: list):
+        self.counter, self.out = counter, out
 
     def visit_IfExp(self, node: gast.IfExp) -> gast.AST:
         self.generic_visit(node)
-        if anno.has(node.test, Key.FOLDED):
-            return node.body if anno.get(node.test, Key.FOLDED) else node.orelse
-        return node
+        if not anno.has(node.test, Key.FOLDED):
+            return node
+        kept = gast.Assign(targets=[_name(f"_gpe_f{next(self.counter)}", gast.Store())],
+                           value=node.test, type_comment=None)
+        anno.set(kept, Key.FOLDED, True)
+        self.out.append(gast.copy_location(kept, node))
+        return node.body if anno.get(node.test, Key.FOLDED) else node.orelse
 
 
 def _loop_or_branch(stmt, counter) -> list[gast.stmt]:

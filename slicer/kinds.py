@@ -83,7 +83,7 @@ class _Inferer:
             sequence = not counting and anno.get(node.iter, Key.CONSTANT, False)
             if not counting:
                 self._note_constant(node.target, False)
-            self._bind_loop_target(node.target, node.iter)
+            chainkinds.bind_loop_target(self, node.target, node.iter)
             if counting:
                 self._note_constant(node.target, True)
             elif sequence:  # `for i, k in enumerate(net.sizes)`: numbers fixed for the call
@@ -98,7 +98,7 @@ class _Inferer:
                 self.bind(node.target, self.expr(node.value), node.value)
         elif isinstance(node, gast.If):
             self.expr(node.test)
-            self._fold(node.test)
+            chainkinds.fold_test(self, node.test)
             self.block(node.body)
             self.block(node.orelse)
         elif isinstance(node, gast.With):
@@ -114,47 +114,6 @@ class _Inferer:
                     self.expr(child)
             for field in ("body", "orelse", "finalbody"):
                 self.block(getattr(node, field, []) or [])
-
-    def _bind_loop_target(self, target: gast.AST, iterable: gast.expr) -> None:
-        """A loop's target: a counter over a range, an element of a sequence of tensors (also
-        through enumerate and zip), else a host value."""
-        func = iterable.func.id if isinstance(iterable, gast.Call) and isinstance(
-            iterable.func, gast.Name) else None
-        if is_range(iterable):
-            self.bind(target, Kind.PY_SCALAR, None)
-        elif func == "enumerate" and len(iterable.args) == 1 and isinstance(
-                target, (gast.Tuple, gast.List)) and len(target.elts) == 2:
-            anno.set(target, Key.KIND, Kind.HOST)
-            self.bind(target.elts[0], Kind.PY_SCALAR, None)
-            self._bind_loop_target(target.elts[1], iterable.args[0])
-            seq = iterable.args[0]
-            fact = self.facts.args.get(seq.id) if isinstance(seq, gast.Name) else None
-            if (fact is not None and fact.length is not None and seq.id not in self.rebound
-                    and isinstance(target.elts[0], gast.Name)):
-                self.constants.add(target.elts[0].id)  # the TF part unrolls this loop
-        elif func == "zip" and isinstance(target, (gast.Tuple, gast.List)) and len(
-                target.elts) == len(iterable.args) and not iterable.keywords:
-            anno.set(target, Key.KIND, Kind.HOST)
-            for elt, arg in zip(target.elts, iterable.args):
-                self._bind_loop_target(elt, arg)
-        elif chainkinds.dataset_elements(self, iterable, target):
-            self.bind(target, Kind.TENSOR, None)  # `for x, y in ds`: tensors each
-            stores = [n.id for n in nodes.walk(self.parsed.node) if isinstance(n, gast.Name)
-                      and isinstance(n.ctx, gast.Store)]
-            self.iterated_tensors |= {n.id for n in nodes.walk(target) if isinstance(
-                n, gast.Name) and stores.count(n.id) == 1}
-        else:
-            kind = anno.get(iterable, Key.KIND)
-            value = self.value_of(iterable)
-            kinds = {self.classify(v) for v in value} if isinstance(
-                value, (list, tuple)) and value else set()
-            if kinds == {Kind.VARIABLE}:
-                self.bind(target, Kind.VARIABLE, None)  # for p in params: p.assign(...)
-            elif kinds and kinds <= {Kind.TF_OP, Kind.TF_EFFECT_OP}:
-                self.bind(target, Kind.TF_EFFECT_OP, None)  # for layer in self.layers
-            else:
-                self.bind(target, Kind.TENSOR if kind in (Kind.TENSOR, Kind.VARIABLE,
-                                                          Kind.TF_OBJECT) else Kind.HOST, None)
 
     def _note_constant(self, target: gast.AST, constant: bool) -> None:
         names = [n.id for n in nodes.walk(target) if isinstance(n, gast.Name)]
@@ -193,26 +152,6 @@ class _Inferer:
         if self._constant(node):
             anno.set(node, Key.CONSTANT, True)
         return kind
-
-    def _fold(self, test: gast.expr) -> None:
-        """`if self.built:`, `if not train:` on a number the call key fixes and guards by
-        value (a chain on an object, a folded argument): Key.FOLDED, its truth, so that the
-        `if` becomes the branch it takes (hoist._taken; a callee's untaken lazy build or
-        host branch is not judged)."""
-        operand, negate = test, False
-        if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
-            operand, negate = test.operand, True
-        if anno.has(test, Key.FOLDED) or not anno.get(operand, Key.CONSTANT):
-            return
-        if isinstance(operand, gast.Attribute) and anno.has(operand, Key.PATH):
-            value = self.value_of(operand)
-        elif isinstance(operand, gast.Name) and operand.id in self.facts.args and \
-                operand.id not in self.rebound and self.facts.args[operand.id].constant:
-            value = self.facts.args[operand.id].value
-        else:
-            return
-        if type(value) in (bool, int, float) or value is None:
-            anno.set(test, Key.FOLDED, bool(value) != negate)
 
     def _constant(self, node: gast.expr) -> bool:
         if isinstance(node, gast.Constant):
@@ -269,7 +208,7 @@ class _Inferer:
             fixed = ((is_range(gen.iter) and anno.get(gen.iter, Key.CONSTANT, False))
                      or anno.get(gen.iter, Key.KIND) == Kind.TF_OBJECT)  # model.weights
             counting = counting and fixed and isinstance(gen.target, gast.Name)
-            self._bind_loop_target(gen.target, gen.iter)
+            chainkinds.bind_loop_target(self, gen.target, gen.iter)
             self._note_constant(gen.target, fixed and is_range(gen.iter))
             for condition in gen.ifs:
                 self.expr(condition)
@@ -335,7 +274,7 @@ class _Inferer:
             return Kind.HOST  # once, when traced: the call stays on the host
         fkind = callsites.method_reads(self, node, fkind)  # model.compute_loss(...)
         if fkind in (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_CONSTANT):
-            self._guard_whole_objects(node)
+            chainkinds.guard_whole_objects(self, node)
             return Kind.TENSOR
         if fkind == Kind.TF_FACTORY:
             return Kind.TF_OBJECT
@@ -365,16 +304,6 @@ class _Inferer:
             if why:
                 anno.set(node.func, Key.WHY_HOST, why)
         return Kind.HOST
-
-    def _guard_whole_objects(self, node: gast.Call) -> None:
-        """An object argument a TF op takes whole (`tf.stack(st)`, `st` a sequence class of
-        the user's holding tensors): the TF part is traced with this call's object, so the
-        call key guards its identity (its type alone let the next call's object, with
-        other tensors, run on the first one's, frozen)."""
-        for arg in node.args + [k.value for k in node.keywords]:
-            if isinstance(arg, gast.Name) and arg.id in self.facts.objects and \
-                    arg.id not in self.rebound and not anno.has(arg, Key.PATH):
-                anno.set(arg, Key.PATH, arg.id)
 
     def _own_function(self, value: Any) -> bool:
         """A plain function (not a generator) defined in the sliced function's module."""

@@ -122,7 +122,10 @@ class _Partition:
             lines=tuple(w.lines), assumptions=(self.facts.assumed,) if self.facts.assumed
             else (), temporaries=tuple(temporaries(fn).items()),
             iterated=tuple(sorted({anno.get(s, Key.ITERATED) for s in nodes.walk(fn)
-                                   if anno.has(s, Key.ITERATED)})))
+                                   if anno.has(s, Key.ITERATED)})),
+            folds=tuple(sorted({anno.get(n, Key.PATH) for s in nodes.walk(fn)
+                                if isinstance(s, gast.Assign) and anno.get(s, Key.FOLDED)
+                                for n in nodes.walk(s.value) if anno.has(n, Key.PATH)})))
 
     # walking the body ---------------------------------------------------------------
     def block(self, stmts: list[gast.stmt], carried: tuple[str, ...] | None

@@ -126,6 +126,9 @@ class SlicePlan:
     # the dotted paths of the objects loops holding TF work iterate (Key.ITERATED): their
     # profile observations say what iterating them gives (Facts.iterables)
     iterated: tuple[str, ...] = ()
+    # the paths of the flags whose `if` the plan took one branch of (hoist._taken): a plan
+    # is shared only by calls whose flags have the same values (host/variants/builder.py)
+    folds: tuple[str, ...] = ()
 
     @property
     def host_source(self) -> str:

@@ -742,8 +742,9 @@ def test_a_string_a_tf_if_may_leave_stays_a_string():
             print("w", w)
             return x * 2.0
         return main, {}
-    # calls 1 and 3 are profile calls; the flag-False variant is not built (calls 3 and 4)
-    check(make, [(X, True), (X, True), (X, False), (X, False), (X * 2.0, True)], graph_calls=2)
+    # calls 1 and 3 are profile calls; the flag is folded (each variant takes its branch,
+    # the host keeps its own string where the flag is False), so both variants run sliced
+    check(make, [(X, True), (X, True), (X, False), (X, False), (X * 2.0, True)], graph_calls=3)
 
 
 # found beside the test above: NumPy 2 names np.bool_'s type "bool", as Python's bool, and the
@@ -759,11 +760,11 @@ def test_a_numpy_bool_a_tf_if_may_leave_stays_a_numpy_bool():
                 s = x > 0.0
             return x * 2.0, s
         return main, {}
-    for b, sliced in ((np.bool_(True), 2), (True, 3)):  # a Python bool does come back
-        # calls 1 and 3 are profile calls; the flag-False variant for a NumPy bool is not
-        # built (calls 3 and 4)
+    for b in (np.bool_(True), True):
+        # calls 1 and 3 are profile calls; the flag is folded: where it is False the host
+        # keeps its own `b` (nothing crosses back), so both variants run sliced
         check(make, [(X, True, b), (X, True, b), (X, False, b), (X, False, b),
-                     (X * 2.0, True, b)], graph_calls=sliced)
+                     (X * 2.0, True, b)], graph_calls=3)
 
 
 # seeds 63156 and 66449 (the 10,000-program run on 9250045): numbers the host rebinds ------

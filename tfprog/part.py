@@ -23,7 +23,7 @@ from ..slicer import recursion
 from ..slicer.plan import ChannelKind, SlicePlan
 from .channels import NONE_SPEC, ValueSpec, flatten, read_variable, relaxed, unflatten
 from .exact import exact_arithmetic
-from .hostvalue import HostValue, SentDecides, Speculated, constant, python_leaf_spec
+from .hostvalue import HostValue, Speculated, constant, python_leaf_spec
 from . import asserts, losses, randomness, rows
 from .failing import can_fail
 
@@ -46,11 +46,6 @@ def _check_returnable(leaf, name: str) -> None:
     else:
         return
     raise PartError(f"{name} would come back from the TF part a tensor, not {what}")
-
-
-class NeedsFolding(PartError):
-    """Python in the part decides on a number the host sends: folded as a constant (JANUS:
-    a value the profile calls saw stable), it would trace."""
 
 
 class NeedsEntry(PartError):
@@ -489,8 +484,6 @@ def _trace(plan, tf_factory, bound, specs, layouts, folded, nested, seeds) -> Tr
         raise NeedsEntry(str(exc)) from None
     except randomness.Refused as exc:
         raise PartError(str(exc)) from None
-    except SentDecides as exc:
-        raise NeedsFolding(f"tracing the TF part failed: {exc}") from exc
     except Exception as exc:  # tracing user code can raise anything
         raise PartError(f"tracing the TF part failed: {type(exc).__name__}: "
                         f"{plan.user_terms(str(exc))}") from exc

@@ -308,6 +308,17 @@ def _self_variable(bundle: Bundle, name: str, binding: dict, instance: Any) -> t
     return var
 
 
+def installed(sliced, values: dict) -> bool:
+    """Whether a bundle's variant was installed for this call of `sliced` (a new key):
+    one shipped next to its module (looked for once, at the first call), or a bundled
+    method's, per object."""
+    if sliced.bundled:
+        sliced.bundled = False
+        if from_neighbour(sliced):
+            return True
+    return sliced.bundle_entry is not None and method_call(sliced, values)
+
+
 def method_call(sliced, values: dict) -> bool:
     """At a call of a bundled method whose key has no variant: install the bundle's
     variant for the object it is called on (each object its own: the variables bound

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pickle
 import sys
 from typing import Any
 
@@ -46,6 +47,16 @@ class BoundSliced:
 
     def __reduce__(self):  # as a bound method: the instance and the method's name
         return getattr, (self._obj, self._sliced.__name__)
+
+
+def by_name(sliced) -> tuple:
+    """A sliced function pickled as functions are, by module and qualified name
+    (multiprocessing sends a script's functions so): the name resolves to the wrapper where
+    the module is loaded as `gpe run` loads it (a forked child), else to the function."""
+    if resolve(sliced.__module__, sliced.__qualname__) is not sliced:
+        raise pickle.PicklingError(f"Can't pickle {sliced.fn!r}: it's not found as "
+                                   f"{sliced.__module__}.{sliced.__qualname__}")
+    return resolve, (sliced.__module__, sliced.__qualname__)
 
 
 def resolve(module: str, qualname: str) -> Any:

@@ -15,7 +15,6 @@ Bundles and replicated steps make their variants as the builder does
 from __future__ import annotations
 
 import logging
-import pickle
 import threading
 import time
 import types
@@ -26,12 +25,12 @@ from tensorflow.python.autograph.core.ag_ctx import control_status_ctx
 from tensorflow.python.autograph.impl.api import tf_convert
 from tensorflow.python import pywrap_tfe
 
-from ..bundles.bundle_load import from_neighbour, method_call
+from ..bundles.bundle_load import installed
 from ..variants.builder import Builder, NotBuilt
 from ..distribution.distribute import in_replica_context
 from ..distribution import replicated
 from ..variants.stubs import EntryGuardFailed, eager_now
-from .bound import BoundSliced, resolve
+from .bound import BoundSliced, by_name
 from .callkey import CallKeys
 from ..facts.oracle import keras_layer_class
 from ..speculation.payoff import COSTS, Budget, Building, Payoff, progress
@@ -92,8 +91,8 @@ class SlicedFunction:
         self.builder = Builder(self)
         self.stats_ = Stats()
         self.bundled = True  # look for a bundle shipped next to fn's module (first call)
-        self.bundle_entry = None  # a method's (bundle, entry, loaded by gpe.load): see
-        self.bundle_done: set[int] = set()  # bundle_load.method_call (the objects tried)
+        self.bundle_entry = None  # a method's (bundle, entry: gpe.load), the objects tried:
+        self.bundle_done: set[int] = set()  # see bundle_load.method_call
         self._lock = threading.RLock()
         self.replicated: list[SlicedFunction] = []  # its calls by strategy.run (replicated.py)
         self.replica_step: SlicedFunction | None = None  # (one of those: the step it runs)
@@ -238,7 +237,7 @@ class SlicedFunction:
 
     # a key without a variant ---------------------------------------------------------
     def _new_key(self, key, values, args, kwargs):
-        if self._bundled(values):
+        if installed(self, values):
             return AGAIN
         if key in self.cache.refused:
             return self._eager(args, kwargs)
@@ -263,29 +262,22 @@ class SlicedFunction:
         a tensor an object keeps from the last call): each would be profiled or built and
         run eagerly, slower than eager. The function runs eagerly from now on."""
         last = next(reversed(self.stats_.guard_failures), None)
-        self.plain = True
-        self.note(f"{CHURN} new argument signatures in a row, none met again"
-                  + (f" (the last guard failed: {last})" if last else "")
-                  + "; it runs eagerly from now on", frames=USER_FRAMES + 1)
-        return self._eager(args, kwargs)
+        return self._give_up(f"{CHURN} new argument signatures in a row, none met again"
+                             + (f" (the last guard failed: {last})" if last else "")
+                             + "; it runs eagerly from now on", args, kwargs)
 
-    def _bundled(self, values) -> bool:
-        """Whether a bundle's variant was installed for this call: one shipped next to the
-        module (looked for once, at the first call), or a bundled method's, per object."""
-        if self.bundled:
-            self.bundled = False
-            if from_neighbour(self):
-                return True
-        return self.bundle_entry is not None and method_call(self, values)
+    def _give_up(self, reason: str, args, kwargs):
+        """Plain Python from now on, for `reason` (from a new key's phase: churn, budget)."""
+        self.plain = True
+        self.note(reason, frames=USER_FRAMES + 2)
+        return self._eager(args, kwargs)
 
     def _profile_and_build(self, key, values, args, kwargs):
         if self.cache.full:
             self._refuse(key, f"more than {MAX_VARIANTS} argument signatures")
             return self._eager(args, kwargs)
         if self.budget.exhausted():
-            self.plain = True
-            self.note(self.budget.describe(self.stats_.calls), frames=USER_FRAMES + 1)
-            return self._eager(args, kwargs)
+            return self._give_up(self.budget.describe(self.stats_.calls), args, kwargs)
         if self.assumed.relax(values):  # the first shapes are recorded here
             key = self.keys.key(values)
         if self.assumed.note_ints(values):  # a step counter: this call profiles the
@@ -293,9 +285,8 @@ class SlicedFunction:
         plan = None  # (eager calls below, outside the except: an error raised by the
         try:         # function has no gpe error as its context)
             plan = self._plan(values)
-        except NotBuilt as not_yet:  # sliced again at the next call
-            # (a Keras layer it calls is built by this call: it is the first profile call,
-            # without observation points)
+        except NotBuilt as not_yet:  # sliced again at the next call (a Keras layer it
+            # calls is built by this call: the first profile call, without observations)
             log.info("%s: %s; runs eagerly", self.__qualname__, not_yet)
             self.stats_.profile_calls += 1
         except Refusal as refusal:
@@ -337,10 +328,8 @@ class SlicedFunction:
 
     def _no_tf_work(self, values, args, kwargs, plan: SlicePlan):
         """A plan with no TF work: plain Python from now on; where TF ops are inside host
-        statements (a loop over a user's data loader), the first says why, counted as the
-        call's reason (`gpe run --report` lists it). A replicated call's step (see
-        distribution/replicated.py) runs its host part once per replica, where it can:
-        this call then runs so."""
+        statements, the first says why (counted: `gpe run --report` lists it). A replicated
+        call's step runs its host part once per replica where it can (replicated.py)."""
         inside = next((line for line in plan.lines if line.eager_inside), None)
         if inside is not None and not self.replica_step:
             self.note(f"its TF work runs on the host, eagerly: line {inside.lineno} "
@@ -418,10 +407,9 @@ class SlicedFunction:
         self.stats_.built.append(built)
 
     def _replica(self, args, kwargs):
-        """A call from inside `strategy.run` (MirroredStrategy runs each replica in a
-        thread of its own, and they meet at every cross-replica step, `merge_call`): run
-        eagerly, never waiting on another replica's call (profiling holds a lock).
-        `strategy.run(this)` itself does not come here (host/distribution/replicated.py)."""
+        """A call from inside `strategy.run` (a replica's thread, meeting the others at each
+        `merge_call`): eagerly, never waiting on another replica's (profiling holds a lock).
+        `strategy.run(this)` does not come here (host/distribution/replicated.py)."""
         self.note("called in a tf.distribute replica context (inside strategy.run, from "
                    "a function that is not sliced)", warn=False)
         return self._eager(args, kwargs)
@@ -429,12 +417,8 @@ class SlicedFunction:
     # eager calls and notes -----------------------------------------------------------
     def _eager(self, args, kwargs):
         self.stats_.eager_calls += 1
-        if self.budget.counting and not self.plain:  # (see Budget)
-            started = time.perf_counter()
-            try:
-                return self.fn(*args, **kwargs)
-            finally:
-                self.budget.calls_s += time.perf_counter() - started
+        if self.budget.counting and not self.plain:  # (timed: see Budget)
+            return self.budget.timed(self.fn, args, kwargs)
         return self.fn(*args, **kwargs)
 
     def _traced(self, args, kwargs):
@@ -495,14 +479,7 @@ class SlicedFunction:
         return BoundSliced(self, obj)
 
     def __reduce__(self):
-        """Pickled as functions are, by module and qualified name (multiprocessing sends a
-        script's functions so): the name resolves to this wrapper where the module is loaded
-        as `gpe run` loads it (a forked child), else to the plain function."""
-        if resolve(self.__module__, self.__qualname__) is not self:
-            raise pickle.PicklingError(
-                f"Can't pickle {self.fn!r}: it's not found as {self.__module__}."
-                f"{self.__qualname__}")
-        return resolve, (self.__module__, self.__qualname__)
+        return by_name(self)
 
 
 _wrappers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

@@ -21,6 +21,7 @@ import os
 import statistics
 import sys
 import threading
+import time
 
 DEFAULT_BUILD_S = 0.1
 TIMES_KEPT = 8  # eager call times kept: the adaptive timer's eager figure (adaptive.py)
@@ -146,6 +147,14 @@ class Budget:
 
     def spend(self, seconds: float) -> None:
         self.spent_s += seconds
+
+    def timed(self, fn, args, kwargs):
+        """`fn(*args, **kwargs)`, its time added to the calls'."""
+        started = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.calls_s += time.perf_counter() - started
 
     def attempt_ended(self) -> None:
         """A variant was built or a key refused: the first such ends the first attempt."""

@@ -24,7 +24,8 @@ from .variant import Crossings, Variant, assemble, callee_variant
 from ...slicer import Refusal, SlicePlan, callees, slice_function
 from ...slicer.plan import ChannelKind
 from ...tfprog.channels import Unsendable, ValueSpec, read_variable, spec_of, structure_of
-from ...tfprog.part import NeedsEntry, NeedsFolding, PartError
+from ...tfprog.hostvalue import SentDecides
+from ...tfprog.part import NeedsEntry, PartError
 
 log = logging.getLogger("gpe")
 # `_gpe_rt` of a profile program: only what the user's statements call on it (a variable
@@ -114,9 +115,12 @@ class Builder:
             raise NotBuilt(f"{type(layers[0]).__name__} is not built yet", retry=True)
 
     def _capture_types(self, plan: SlicePlan, values) -> tuple:
+        """What a plan depends on of what it captured: their types, and the values of the
+        flags it took one branch on (plan.folds)."""
         lookup = self.owner.keys.lookup
         return tuple(oracle.plan_type(signature.resolve(g, values, lookup))
-                     for g in plan.captures)
+                     for g in plan.captures) + tuple(
+            _flag(signature.resolve(path, values, lookup)) for path in plan.folds)
 
     def profile(self, plan: SlicePlan, args, kwargs):
         """Run the function eagerly with observation points: (its result, what crossed)."""
@@ -142,6 +146,22 @@ class Builder:
                        {"_gpe_obs": observe, "_gpe_obs_call": observe_call,
                         "_gpe_rt": _PROFILING})
         return program(*args, **kwargs), observed
+
+    def _fold_or_send(self, exc: PartError, plan: SlicePlan, runs: list) -> None:
+        """The trace decided on a number the host sends: with one profile call (which folds
+        nothing: speculation.py) profile one more; numbers that changed while profiling are
+        sent from now on, sliced again (nothing traced as if they were fixed for the call,
+        a callee given one); else the key runs eagerly. Raises NotBuilt."""
+        assumed = self.owner.assumed
+        if len(runs) < 2:
+            raise NotBuilt(str(exc), retry=True, keep_runs=True) from None
+        changing = sent_numbers(plan, runs) - assumed.unfolded
+        if not changing:
+            raise NotBuilt(str(exc), retry=False) from None
+        assumed.unfolded |= changing
+        log.info("%s: %s; slicing again with %s sent", self.owner.__qualname__, exc,
+                 ", ".join(sorted(changing)))
+        raise NotBuilt(str(exc), retry=True) from None
 
     def _speculated(self, plan: SlicePlan, runs: list) -> set[str]:
         """The iterated objects `plan` was sliced speculating on (Facts.iterables), checked
@@ -245,25 +265,21 @@ class Builder:
             assumed.entry_always = True  # an entry that carries only the seeds
             log.info("%s: %s; slicing again with an entry", owner.__qualname__, exc)
             raise NotBuilt(str(exc), retry=True) from None
-        except NeedsFolding as exc:
-            if len(runs) < 2:  # one profile call folds nothing (speculation.py): one more
-                raise NotBuilt(str(exc), retry=True, keep_runs=True) from None
-            changing = sent_numbers(plan, runs) - assumed.unfolded
-            if not changing:
-                raise NotBuilt(str(exc), retry=False) from None
-            # numbers that changed while profiling are sent from now on: sliced again,
-            # nothing is traced as if they were fixed for the call (a callee given one)
-            assumed.unfolded |= changing
-            log.info("%s: %s; slicing again with %s sent", owner.__qualname__, exc,
-                     ", ".join(sorted(changing)))
-            raise NotBuilt(str(exc), retry=True) from None
         except (PartError, Refusal) as exc:
+            if isinstance(exc.__cause__, SentDecides):  # Python deciding on a sent number
+                self._fold_or_send(exc, plan, runs)
             relaxed = assumed.unrelax(values)
             if relaxed:  # built for exact shapes instead (a variant per shape)
                 log.info("%s: no variant for any size of %s (%s); one per shape instead",
                          owner.__qualname__, ", ".join(relaxed), exc)
                 raise NotBuilt(str(exc), retry=True) from None
             raise NotBuilt(str(exc), retry=False) from None
+
+
+def _flag(value):
+    """A folded flag as a plan depends on it: a number by value, an object by its type."""
+    return (type(value), value) if type(value) in (bool, int, float) or value is None \
+        else oracle.plan_type(value)
 
 
 def _iterated_kinds(runs: list) -> tuple[dict[str, int], set[str]]:
