@@ -46,8 +46,8 @@ class Key(enum.Enum):
     FOLDED = ("bool on an `if` (or `a if t else b`) test fixed for the call whose value the "
               "slicer knows (`isinstance(loss, Loss)` on an object argument the call key "
               "holds, `not self.built`): the branch it takes replaces the `if` on both sides "
-              "(hoist.py); True on the `_gpe_fN = test` hoist keeps in its place (the "
-              "plan's folds)")
+              "(hoist.py); on the function, the tests it folded away (what they read is "
+              "still guarded: the plan's folds)")
     INLINE = ("True on a CALLEE call of a callee that returns TF objects themselves "
               "(variables, lists of them: `model.params()`): the TF part traces it inline, "
               "not as its own FunctionDef, so that it gets the objects")

@@ -225,7 +225,8 @@ def _object_reads(fn: gast.FunctionDef, position: dict[str, int]) -> set[tuple]:
     """(argument position, chain below it, a Python number?) for every attribute chain the
     callee reads from an object argument, its own callees' reads included."""
     reads = set()
-    for node in nodes.walk(fn):
+    folded = [n for test in anno.get(fn, Key.FOLDED, ()) for n in nodes.walk(test)]
+    for node in list(nodes.walk(fn)) + folded:  # (the tests hoist folded away: guarded too)
         paths = [(anno.get(node, Key.PATH), anno.get(node, Key.KIND) == Kind.PY_SCALAR)] \
             if isinstance(node, gast.Attribute) and anno.has(node, Key.PATH) else []
         paths += [(p, number) for p, number in anno.get(node, Key.CALLEE_READS, ())]

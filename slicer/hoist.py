@@ -26,8 +26,9 @@ _CONDITIONAL = (gast.IfExp, gast.BoolOp, gast.Lambda, gast.ListComp, gast.SetCom
 
 
 def transform(parsed: Parsed) -> None:
-    counter = itertools.count()
+    counter = _Counter()
     parsed.node.body = _block(parsed.node.body, counter)
+    anno.set(parsed.node, Key.FOLDED, tuple(counter.folded))
 
 
 def tf_evaluable(node: gast.AST) -> bool:
@@ -206,43 +207,46 @@ def _block(stmts: list[gast.stmt], counter) -> list[gast.stmt]:
     return out
 
 
-def _taken(stmts: list[gast.stmt], counter) -> list[gast.stmt]:
+class _Counter:
+    """Numbers for temporaries, and the tests `_taken` folded away (Key.FOLDED on the
+    function: what they read is still guarded, slicer/partition.py and callees.py)."""
+
+    def __init__(self):
+        self.numbers, self.folded = itertools.count(), []
+
+    def __next__(self) -> int:
+        return next(self.numbers)
+
+
+def _taken(stmts: list[gast.stmt], counter: _Counter) -> list[gast.stmt]:
     """An `if` whose test the slicer folded (kinds: Key.FOLDED, fixed for the call and
     guarded) is replaced by the branch it takes: the other is never run by this variant,
     so neither side holds it (its crossings would never be reached). So is `a if test else
     b` (d2l's `l * float(tf.size(y)) if isinstance(loss, Loss) else tf.reduce_sum(l)`).
-    The test stays, as `_gpe_fN = test`, read where the guards are found (the TF part's
-    captures, a callee's reads): dropped, nothing guarded the flag (`if ATTACK.targeted:`
-    kept the first call's branch after the flag changed)."""
+    The tests are kept aside (counter.folded): what they read stays guarded (dropped,
+    nothing guarded `if ATTACK.targeted:`: the first call's branch after the flag changed)."""
     out = []
     for stmt in stmts:
         if isinstance(stmt, gast.If) and anno.has(stmt.test, Key.FOLDED):
-            kept = gast.Assign(targets=[_name(f"_gpe_f{next(counter)}", gast.Store())],
-                               value=stmt.test, type_comment=None)
-            anno.set(kept, Key.FOLDED, True)  # (its paths are the plan's `folds`)
-            out.append(gast.copy_location(kept, stmt))
+            counter.folded.append(stmt.test)
             out += _taken(stmt.body if anno.get(stmt.test, Key.FOLDED) else stmt.orelse,
-                          counter)
+                          counter) or [gast.copy_location(gast.Pass(), stmt)]
         else:
-            out.append(_TakenSide(counter, out).visit(stmt))
+            out.append(_TakenSide(counter).visit(stmt))
     return out
 
 
 class _TakenSide(gast.NodeTransformer):
-    """`a if test else b` with a folded test: the side it takes (the test kept before the
-    statement, in `out`, as for an `if`)."""
+    """`a if test else b` with a folded test: the side it takes (the test kept aside)."""
 
-    def __init__(self, counter, out: list):
-        self.counter, self.out = counter, out
+    def __init__(self, counter: _Counter):
+        self.counter = counter
 
     def visit_IfExp(self, node: gast.IfExp) -> gast.AST:
         self.generic_visit(node)
         if not anno.has(node.test, Key.FOLDED):
             return node
-        kept = gast.Assign(targets=[_name(f"_gpe_f{next(self.counter)}", gast.Store())],
-                           value=node.test, type_comment=None)
-        anno.set(kept, Key.FOLDED, True)
-        self.out.append(gast.copy_location(kept, node))
+        self.counter.folded.append(node.test)
         return node.body if anno.get(node.test, Key.FOLDED) else node.orelse
 
 

@@ -94,7 +94,8 @@ def free_reads(parsed: Parsed, params: set[str]) -> tuple[tuple[str, bool], ...]
     for node in names:
         if isinstance(node.ctx, gast.Load) and node.id not in stored and _namespaced(fn, node.id):
             found.setdefault(root(fn, node.id), _number(parsed.lookup(node.id)))
-    for node in gast.walk(body):
+    folded = [n for test in anno.get(body, Key.FOLDED, ()) for n in gast.walk(test)]
+    for node in list(gast.walk(body)) + folded:  # (and the tests hoist folded away)
         if isinstance(node, gast.Attribute) and anno.has(node, Key.PATH):
             path = anno.get(node, Key.PATH)
             first = path.split(".")[0]

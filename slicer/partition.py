@@ -115,7 +115,9 @@ class _Partition:
         return SlicePlan(
             name=fn.name, qualname=self.parsed.fn.__qualname__,
             filename=self.parsed.filename, lineno=fn.lineno, host=host, tf=tf,
-            profile=profile, captures=self._captures(tf_body), tests=_tests(tf_body),
+            profile=profile, captures=tuple(sorted(set(self._captures(tf_body))
+                                                   | set(folded_paths(fn)))),
+            tests=_tests(tf_body),
             channels=tuple(w.channels), sites=tuple(w.sites), routes=w.routes(),
             bound=bound, rescuable=w.rescuable, nested=tuple(w.nested),
             rescues=tuple(w.rescues.items()), with_gates=tuple(w.with_gates),
@@ -123,9 +125,7 @@ class _Partition:
             else (), temporaries=tuple(temporaries(fn).items()),
             iterated=tuple(sorted({anno.get(s, Key.ITERATED) for s in nodes.walk(fn)
                                    if anno.has(s, Key.ITERATED)})),
-            folds=tuple(sorted({anno.get(n, Key.PATH) for s in nodes.walk(fn)
-                                if isinstance(s, gast.Assign) and anno.get(s, Key.FOLDED)
-                                for n in nodes.walk(s.value) if anno.has(n, Key.PATH)})))
+            folds=folded_paths(fn))
 
     # walking the body ---------------------------------------------------------------
     def block(self, stmts: list[gast.stmt], carried: tuple[str, ...] | None
@@ -463,3 +463,10 @@ def _iteration_observed(loop: gast.For) -> list[gast.stmt]:
                                         type_comment=None) for n in names], ctx=gast.Load())
     index = f"('iterated', {anno.get(loop, Key.ITERATED)!r}, {count})"
     return templates.replace(f"_gpe_obs({index}, __v__)", __v__=values)
+
+
+def folded_paths(fn: gast.FunctionDef) -> tuple[str, ...]:
+    """The guarded paths the tests hoist folded away read (Key.FOLDED on the function): a
+    plan holds them as captures (the key guards them) and as its `folds`."""
+    return tuple(sorted({anno.get(n, Key.PATH) for test in anno.get(fn, Key.FOLDED, ())
+                         for n in nodes.walk(test) if anno.has(n, Key.PATH)}))
