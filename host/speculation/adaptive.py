@@ -59,6 +59,7 @@ CLEAR = 1 / 3        # after the first block each way: sliced/eager at most this
 SECOND_CLEAR = 0.6   # after the second block each way: the same, on the medians of both
                      # (2x sliced ran its 80 steps timing both ways: examples/numpy_mid_step)
 MAX_DROPPED = 4      # blocks dropped because a sink started (then they count)
+EARLY_S = 0.005      # ...and at least this much slower a call than the profile calls
 PROBE_CALLS = 3      # calls of the first eager block after which a clear case settles
 PRIOR_CLEAR = 0.6    # sliced/eager at most this, eager being the plain calls before the
                      # build (`prior`), settles at once: 1.5x inside SLICED_MARGIN, for a load
@@ -157,14 +158,15 @@ class AdaptiveTimer:
     def _slower_than_profiled(self) -> bool:
         """After MIN_WARM_CALLS warm calls, settle on eager where the sliced calls (after
         the first, which instantiates the graph) took at least 1/CLEAR of the profile
-        calls' median: slower than eager with observation, so slower than eager (a plan
+        calls' median, and EARLY_S more a call: slower than eager with observation, so
+        slower than eager (a plan
         whose TF part is a few ops, each a round trip for the host: 8.5 ms a call sliced,
         0.8 ms eagerly, measured for 18 calls before)."""
         if not self.profiled or len(self.warm_times) < MIN_WARM_CALLS:
             return False
         sliced, eager = statistics.median(self.warm_times[1:]), statistics.median(self.profiled)
-        if sliced * CLEAR < eager:
-            return False
+        if sliced * CLEAR < eager or sliced - eager < EARLY_S:
+            return False  # (a graph's first runs of a small function are slow: timed as usual)
         self.sliced, self.eager, self.rounds = [sliced], [eager], 1
         self.block_calls = len(self.warm_times) - 1  # (the message's count of calls)
         self._settle(sliced / eager if eager > 0 else float("inf"), len(self.profiled))
