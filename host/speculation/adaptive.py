@@ -130,6 +130,8 @@ class AdaptiveTimer:
         if self.phase == _WARM:
             self.warm += 1
             self.warm_times.append(self.clock() - start)
+            if self.warm == 2:
+                self.block_start = start  # (the early verdict's calls start here)
             if self._slower_than_profiled():
                 return self.verdict
             typical = statistics.median(self.warm_times)
@@ -162,7 +164,8 @@ class AdaptiveTimer:
         slower than eager (a plan
         whose TF part is a few ops, each a round trip for the host: 8.5 ms a call sliced,
         0.8 ms eagerly, measured for 18 calls before)."""
-        if not self.profiled or len(self.warm_times) < MIN_WARM_CALLS:
+        if not self.profiled or len(self.warm_times) < MIN_WARM_CALLS or \
+                self.disturbed(self.block_start):  # a sink started meanwhile: timed as usual
             return False
         sliced, eager = statistics.median(self.warm_times[1:]), statistics.median(self.profiled)
         if sliced * CLEAR < eager or sliced - eager < EARLY_S:
