@@ -7,6 +7,7 @@ rebinds, the objects it may mutate. Needs no annotations.
 from __future__ import annotations
 
 import inspect
+import weakref
 from typing import Any
 
 import gast
@@ -119,13 +120,22 @@ def keeps_object(method: Any, depth: int = 0) -> bool:
     code = getattr(fn, "__code__", None)
     if code is None:
         return False
-    key = (code, id(method.__self__))  # (what it calls on its object depends on which)
-    if _kept.get(key, (None,))[0] is not method.__self__:
-        _kept[key] = (method.__self__, _keeps(fn, method.__self__, depth))
-    return _kept[key][1]
+    owner = method.__self__  # (what it calls on its object depends on which: per object)
+    entry = _kept.get(id(owner))
+    if entry is None or entry[0]() is not owner:
+        try:
+            ref = weakref.ref(owner, lambda _, key=id(owner): _kept.pop(key, None))
+        except TypeError:  # not weakly referenceable: not cached
+            return _keeps(fn, owner, depth)
+        entry = _kept[id(owner)] = (ref, {})
+    if code not in entry[1]:
+        entry[1][code] = _keeps(fn, owner, depth)
+    return entry[1][code]
 
 
-_kept: dict = {}  # (code, id(object)) -> (the object, keeps_object's answer)
+# id(object) -> (a weak reference to it, {code: keeps_object's answer}): a user's model is
+# never kept alive by the cache, and its entry goes with it
+_kept: dict = {}
 
 
 def _keeps(fn: Any, owner: Any, depth: int) -> bool:
