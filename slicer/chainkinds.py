@@ -6,8 +6,8 @@ object by identity, a list by its elements, a number by value, then folded: CONS
 `inf` is the kinds pass's inferer (its facts, names, mutated roots, classify).
 `dataset_elements` says when a loop's target takes a dataset argument's tensors (or an
 iterated object's, speculated), `bind_loop_target` what a loop's target is, `fold_test` when
-an `if` on a flag takes one branch, `guard_whole_objects` when the key holds an object a TF
-op takes whole.
+an `if` on a flag takes one branch, `takes_user_objects` when a TF op converts a user's
+object whole (host work).
 """
 from __future__ import annotations
 
@@ -216,12 +216,18 @@ def fold_test(inf, test: gast.expr) -> None:
         anno.set(test, Key.FOLDED, bool(value) != negate)
 
 
-def guard_whole_objects(inf, node: gast.Call) -> None:
-    """An object argument a TF op takes whole (`tf.stack(st)`, `st` a sequence class of
-    the user's holding tensors): the TF part is traced with this call's object, so the
-    call key guards its identity (its type alone let the next call's object, with
-    other tensors, run on the first one's, frozen)."""
-    for arg in node.args + [k.value for k in node.keywords]:
-        if isinstance(arg, gast.Name) and arg.id in inf.facts.objects and \
-                arg.id not in inf.rebound and not anno.has(arg, Key.PATH):
-            anno.set(arg, Key.PATH, arg.id)
+def takes_user_objects(inf, node: gast.Call) -> bool:
+    """A TF op given an object argument of a user's class whole (`tf.add(held, 1.0)`, a
+    class converted by `__tf_tensor__`, a sequence class of tensors): what it converts is
+    the object's state now, which a trace would freeze (another object, or the same one
+    with other tensors, ran on the first call's): the call is host work."""
+    return any(isinstance(arg, gast.Name) and arg.id in inf.facts.objects
+               and anno.get(arg, Key.KIND) == Kind.HOST and _users(inf.facts.objects[arg.id])
+               for arg in node.args + [k.value for k in node.keywords])
+
+
+_LIBRARIES = frozenset({"builtins", "tensorflow", "keras", "tf_keras", "numpy"})
+
+
+def _users(value: Any) -> bool:
+    return (type(value).__module__ or "").split(".")[0] not in _LIBRARIES

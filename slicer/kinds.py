@@ -274,8 +274,7 @@ class _Inferer:
             return Kind.HOST  # once, when traced: the call stays on the host
         fkind = callsites.method_reads(self, node, fkind)  # model.compute_loss(...)
         if fkind in (Kind.TF_OP, Kind.TF_EFFECT_OP, Kind.TF_CONSTANT):
-            chainkinds.guard_whole_objects(self, node)
-            return Kind.TENSOR
+            return Kind.HOST if chainkinds.takes_user_objects(self, node) else Kind.TENSOR
         if fkind == Kind.TF_FACTORY:
             return Kind.TF_OBJECT
         func = node.func
