@@ -425,18 +425,23 @@ def _walk_scope(node):
 
 def _computed(stmts: list[gast.stmt]) -> set[str]:
     """Names bound in `stmts` by computations: not by reading a name or an attribute chain
-    (`h = self.state`: a value made elsewhere)."""
-    reads = set()
+    of a value made elsewhere (`h = self.state`); a chain on a name computed earlier in
+    `stmts` is computed there too (`l = model.loss(x); loss = l`)."""
+    computed, reads = set(), set()
     for stmt in stmts:
-        if isinstance(stmt, gast.Assign) and _chain(stmt.value):
+        root = _chain(stmt.value) if isinstance(stmt, gast.Assign) else None
+        if root is not None and root not in computed:
             reads |= _bound([stmt])
-    return _bound(stmts) - reads
+        else:
+            computed |= _bound([stmt])
+    return _bound(stmts) - (reads - computed)
 
 
-def _chain(node: gast.expr) -> bool:
+def _chain(node: gast.expr) -> str | None:
+    """The root name of an attribute chain (a name itself), else None."""
     while isinstance(node, gast.Attribute):
         node = node.value
-    return isinstance(node, gast.Name)
+    return node.id if isinstance(node, gast.Name) else None
 
 
 def _bound(stmts: list[gast.stmt]) -> set[str]:

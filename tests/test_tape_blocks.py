@@ -110,6 +110,44 @@ def test_a_tensor_made_by_host_code_inside_the_tape_keeps_it_eager():
     assert any("cannot cross into it" in r for r in under.target.stats()["fallbacks"])
 
 
+@pytest.mark.filterwarnings("ignore::gpe.GpeWarning")
+def test_a_host_made_tensor_renamed_inside_the_tape_keeps_it_eager():
+    """d2l's Trainer, its training_step written out: `l` made by a host call inside the
+    block (a call with starred arguments), then `loss = l`, and the gradient taken of
+    `loss` after the block. A rename inside the block was taken for a value made elsewhere
+    (`h = self.state`), so `loss` crossed in after the block as a constant: the TF part's
+    gradients were None (here tracing failed on them; in d2l's Trainer, which sends them
+    to the host, the sliced call raised a GuardError)."""
+    def make(log):
+        w = tf.Variable(tf.ones([3, 1]))
+
+        class Model:
+            def loss(self, x, y):
+                log.append("loss")
+                return tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+
+        model = Model()
+
+        def step(x, y):
+            batch = (x, y)
+            with tf.GradientTape() as tape:
+                l = model.loss(*batch)
+                loss = l
+            g = tape.gradient(loss, w)
+            w.assign_sub(0.1 * g)
+            return loss
+        return step, {"w": w}
+    under = check(make, [(X, Y)] * 4, graph_calls=0,
+                  host_ops_allowed=frozenset({"ReadVariableOp", "Mul", "MatMul", "Sub", "Square",
+                                              "Mean", "AssignSubVariableOp", "Identity", "Tile",
+                                              "Reshape", "BroadcastTo", "Shape", "Const",
+                                              "BroadcastGradientArgs", "AddV2", "RealDiv",
+                                              "Fill", "Cast", "OnesLike", "Prod", "StridedSlice",
+                                              "Maximum", "FloorDiv", "DivNoNan", "Neg",
+                                              "SquaredDifference", "ZerosLike", "Size"}))
+    assert any("cannot cross into it" in r for r in under.target.stats()["fallbacks"])
+
+
 def teacher_forcing(tied: bool):
     """The seq2seq tutorials' step: `loss = 0`, a host value made inside the tape (the
     decoder's first input from `[start] * inp.shape[0]`), then `for t in range(1,
