@@ -27,6 +27,9 @@ class Key(enum.Enum):
     SYNC = "bool: a host statement that touches TF state directly (set by placement.resolve)"
     PATH = ("str: a dotted attribute chain (`self.w`, `trainer.model`) resolved when slicing "
             "to a TF object; the TF part reads it when traced, guarded by identity")
+    ITEM = ("bool on `d['lr']`: an item of a dict argument of Python numbers, read before "
+            "anything in the function may change the dict; the TF part reads it from the "
+            "entry value (slicer/chains.fixed_items)")
     CALLEE = ("bool: a call of a user function whose body is all TF work; the TF part calls "
               "the callee's own FunctionDef")
     CALLEE_READS = ("tuple of (dotted path, bool) on a CALLEE call: what the callee reads from "

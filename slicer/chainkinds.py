@@ -188,11 +188,19 @@ def bind_loop_target(inf, target: gast.AST, iterable: gast.expr) -> None:
             value, (list, tuple)) and value else set()
         if kinds == {Kind.VARIABLE}:
             inf.bind(target, Kind.VARIABLE, None)  # for p in params: p.assign(...)
+        elif kinds and all(_variables_only(v, inf.classify) for v in value):
+            inf.bind(target, Kind.TF_OBJECT, None)  # for (v, s) in states: pairs of them
         elif kinds and kinds <= {Kind.TF_OP, Kind.TF_EFFECT_OP}:
             inf.bind(target, Kind.TF_EFFECT_OP, None)  # for layer in self.layers
         else:
             inf.bind(target, Kind.TENSOR if kind in (Kind.TENSOR, Kind.VARIABLE,
                                                       Kind.TF_OBJECT) else Kind.HOST, None)
+
+
+def _variables_only(value, classify) -> bool:
+    """A tuple or list of variables, or of such tuples and lists."""
+    return isinstance(value, (tuple, list)) and bool(value) and all(
+        classify(v) == Kind.VARIABLE or _variables_only(v, classify) for v in value)
 
 
 def fold_test(inf, test: gast.expr) -> None:

@@ -240,3 +240,34 @@ def is_static(node: gast.AST, inferer: Any) -> bool:
         node = node.value
     return isinstance(node, gast.Name) and node.id not in inferer.env and (
         node.id not in inferer.local_names)
+
+
+def fixed_items(fn: gast.FunctionDef, names: set[str]) -> set[int]:
+    """The `d['k']` reads (ids of their Subscript nodes) of the dicts named `names` made
+    where the dict still holds what the call was given: in a statement of the function's
+    own body before the first one that may change it (d2l's Adam reads `hyperparams['t']`
+    and ends with `hyperparams['t'] += 1`). Any other use of the name (a store into it, a
+    method call, passing or aliasing it, a nested function reading it) may change it."""
+    reads: dict[str, list[tuple[int, int]]] = {n: [] for n in names}
+    first_change = {n: len(fn.body) for n in names}
+    for index, stmt in enumerate(fn.body):
+        items = set()
+        for node in nodes.walk(stmt):
+            if isinstance(node, gast.Subscript) and isinstance(node.value, gast.Name) and \
+                    node.value.id in names and isinstance(node.ctx, gast.Load) and \
+                    isinstance(node.slice, gast.Constant) and isinstance(node.slice.value, str):
+                items.add(id(node.value))
+                reads[node.value.id].append((index, id(node)))
+        for node in _walk_outside(stmt, items):
+            if isinstance(node, gast.Name) and node.id in names:
+                first_change[node.id] = min(first_change[node.id], index)
+    return {node for name in names for index, node in reads[name]
+            if index < first_change[name]}
+
+
+def _walk_outside(stmt: gast.AST, items: set[int]):
+    """The nodes of `stmt` but the item reads' names; in a statement holding a nested
+    function or lambda, all of them (it may run later, after a change)."""
+    found = list(nodes.walk(stmt))
+    deferred = any(isinstance(n, (gast.FunctionDef, gast.Lambda)) for n in found)
+    return [n for n in found if deferred or id(n) not in items]

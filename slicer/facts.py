@@ -92,6 +92,8 @@ class ArgFact:
     # an iterable of tensors (a tf.data.Dataset): how many tensors each element is, 0 for
     # a bare tensor (`for x in ds`), n for a tuple of n (`for x, y in ds`); else None
     elements: int | None = None
+    # a dict of Python numbers (d2l's `hyperparams`): `d['lr']` is a number read at entry
+    number_items: bool = False
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,8 @@ def _pure_number(node: gast.expr) -> bool:
 def _number_operand(node: gast.expr) -> bool:
     if isinstance(node, gast.Constant):
         return type(node.value) in (int, float)
+    if anno.get(node, Key.ITEM):  # `hyperparams['beta']` (kinds: its keys are guarded)
+        return True
     if isinstance(node, gast.Name) or anno.has(node, Key.PATH) or _chain(node):
         return anno.get(node, Key.KIND) == Kind.PY_SCALAR
     return _pure_number(node)
@@ -125,6 +127,8 @@ def _tf_operation(node: gast.expr) -> bool:
     if isinstance(node, gast.Subscript) and kind in TF_CALLABLES and \
             anno.has(node.value, Key.PATH):
         return True  # `self.convs[i]`: a layer of a captured list (kinds)
+    if isinstance(node, gast.Subscript) and anno.get(node, Key.ITEM):
+        return True  # `hyperparams['lr']` on the entry value (kinds)
     if isinstance(node, (gast.BinOp, gast.UnaryOp, gast.Compare, gast.Subscript)):
         return kind in TF_KINDS or _literal(node)
     return False
@@ -284,7 +288,8 @@ def _loop_or_branch(stmt, counter) -> list[gast.stmt]:
 
 def _invariant_reads(stmt) -> list[gast.stmt]:
     """`for v, g in zip(model.variables, grads): v.assign_sub(hp.rate * g)`, `hp.rate` a
-    number sent (not folded): its host temporary moves before the loop, which stays all TF
+    number sent (not folded), or `(1 - hp['beta']) * g` (arithmetic on sent numbers that
+    cannot raise): its host temporary moves before the loop, which stays all TF
     work. Only where nothing in the loop can change it (every other statement is TF work,
     the chain's root is not bound there) and the loop runs over TF values (lists of
     variables are never empty), so the read happens as eagerly, on the loop's first pass."""
@@ -295,7 +300,7 @@ def _invariant_reads(stmt) -> list[gast.stmt]:
              and isinstance(n.ctx, gast.Store)}
     reads, rest = [], []
     for inner in stmt.body:
-        if isinstance(inner, gast.Assign) and _chain_read(inner.value, bound) and \
+        if isinstance(inner, gast.Assign) and _invariant(inner.value, bound) and \
                 inner.targets[0].id.startswith("_gpe_h"):
             reads.append(inner)
         else:
@@ -303,6 +308,13 @@ def _invariant_reads(stmt) -> list[gast.stmt]:
     if not reads or not all(is_tf_statement(s) for s in rest):
         return []
     return reads
+
+
+def _invariant(node: gast.expr, bound: set) -> bool:
+    """A chain read, or arithmetic on numbers that cannot raise (`1 - hp['beta']`), of
+    names the loop does not bind."""
+    return _chain_read(node, bound) or _pure_number(node) and not any(
+        isinstance(n, gast.Name) and n.id in bound for n in nodes.walk(node))
 
 
 def _chain_read(node: gast.expr, bound: set) -> bool:

@@ -18,7 +18,7 @@ import gast
 from . import anno, callsites, chainkinds, fnargs, nodes, reproduced
 from .anno import Key
 from .facts import CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES, ORDERING_BUILTINS, STATIC_META, STRUCTURAL_BUILTINS, TF_KINDS, Facts, Kind
-from .chains import bound_names, chain_root, chain_value, is_range, is_static, mutated_roots, stable, static_value, stored_names
+from .chains import bound_names, chain_root, chain_value, fixed_items, is_range, is_static, mutated_roots, stable, static_value, stored_names
 from .hoist import tf_evaluable
 from .parser import MISSING, Parsed
 
@@ -46,6 +46,8 @@ class _Inferer:
         # objects whose attributes may change here
         self.mutated = mutated_roots(parsed.node, facts.objects, self.classify,
                                      facts.dynamic_paths)
+        self.fixed_items = fixed_items(parsed.node, {  # `hyperparams['lr']` (a number)
+            n for n, f in facts.args.items() if f.number_items})
         self.constants = {n for n, f in facts.args.items()  # names fixed for the call
                           if f.constant and f.kind in (Kind.PY_SCALAR, Kind.HOST_DATA)}
         # a loop's tensors from a dataset or a speculated iterable, bound nowhere else:
@@ -421,11 +423,25 @@ class _Inferer:
         self.expr(node.slice)
         if anno.get(node.value, Key.CONSTANT) and base == Kind.HOST_DATA:
             return Kind.PY_SCALAR if anno.get(node.slice, Key.CONSTANT) else Kind.HOST_DATA
+        if self._number_item(node):
+            anno.set(node, Key.ITEM, True)
+            return Kind.PY_SCALAR  # `hyperparams['lr']`: the TF part reads it at entry
         if base == Kind.TF_OBJECT and anno.get(node.slice, Key.CONSTANT):
             kind = chainkinds.element(self, node)  # `self.convs[i]`: a layer of a list
             if kind is not None:
                 return kind
         return Kind.TENSOR if base in TF_KINDS else Kind.HOST
+
+    def _number_item(self, node: gast.Subscript) -> bool:
+        """`d['lr']` on a dict argument of Python numbers (its keys are in the call key)
+        that the function does not rebind, read before it may change the dict: the
+        number it had at entry."""
+        name = node.value
+        if not (isinstance(name, gast.Name) and isinstance(node.slice, gast.Constant)):
+            return False
+        fact = self.facts.args.get(name.id)
+        return fact is not None and fact.number_items and name.id not in self.rebound \
+            and id(node) in self.fixed_items
 
     def _Slice(self, node: gast.Slice) -> Kind:
         for part in (node.lower, node.upper, node.step):

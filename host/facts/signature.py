@@ -66,7 +66,7 @@ def describe(value: Any, dynamic: bool = False, relaxed: tuple | None = None) ->
         return ("data", type(value).__name__)
     if type(value) is dict and len(value) <= MAX_DESCRIBED and all(
             type(k) is str for k in value):
-        return ("mapping", tuple((k, describe(v)) for k, v in value.items()))
+        return ("mapping", tuple((k, describe(v, dynamic)) for k, v in value.items()))
     return ("object", type(value).__qualname__, id(type(value)))
 
 
@@ -144,6 +144,8 @@ def arg_fact(entry: tuple, value: Any) -> ArgFact:
         # object is (the key holds each variable's identity), not sent
         return ArgFact(Kind.HOST, python_type=type(value).__name__, constant=True,
                        value=value)
+    if what == "mapping" and type(value) is dict and _numbers_only(entry):
+        return ArgFact(Kind.HOST_DATA, python_type="dict", number_items=True)
     if what in ("sequence", "mapping"):  # *args, **kwargs, a list of tensors
         kind = Kind.TENSOR if _all_tensors(entry) else Kind.HOST_DATA
         length = len(entry[2]) if what == "sequence" and kind == Kind.TENSOR else None
@@ -176,15 +178,24 @@ def _all_tensors(entry: tuple) -> bool:
     return False
 
 
+def _numbers_only(entry: tuple) -> bool:
+    """A described dict with string keys whose values are all Python numbers."""
+    return bool(entry[1]) and all(
+        isinstance(k, str) and (e[0] == "python" and e[1] in ("float", "int") or
+                                e[0] == "constant" and e[1] in ("bool", "int"))
+        for k, e in entry[1])
+
+
 def _all_variables(entry: tuple) -> bool:
-    """A described list, tuple or dict of variables only."""
+    """A described list, tuple or dict of variables only, or of such containers (d2l's
+    Adam states: a list of (v, s) pairs of variables)."""
     if entry[0] == "sequence":
         leaves = entry[2]
     elif entry[0] == "mapping":
         leaves = [e for _, e in entry[1]]
     else:
         return False
-    return bool(leaves) and all(e[0] == "variable" for e in leaves)
+    return bool(leaves) and all(e[0] == "variable" or _all_variables(e) for e in leaves)
 
 
 def facts_for(key: tuple, bound: dict[str, Any], assumed: str = "") -> Facts:

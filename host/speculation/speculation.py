@@ -112,15 +112,23 @@ class Assumptions:
         it then run on the host). True if one was just made so."""
         changed = False
         for name, value in values.items():
-            if type(value) is int and name not in self.dynamic:
-                seen = self.int_values.setdefault(name, set())
-                seen.add(value)
-                calls = self.int_calls[name] = self.int_calls.get(name, 0) + 1
+            if name in self.dynamic:
+                continue
+            # an int in a dict argument too (d2l's `hyperparams['t']`, a step count):
+            # then the dict's ints are all sent
+            ints = [(name, value)] if type(value) is int else [
+                (f"{name}[{k!r}]", v) for k, v in value.items() if type(v) is int] \
+                if type(value) is dict else []
+            for counted, number in ints:
+                seen = self.int_values.setdefault(counted, set())
+                seen.add(number)
+                calls = self.int_calls[counted] = self.int_calls.get(counted, 0) + 1
                 if len(seen) > MAX_INT_VALUES or len(seen) == calls == COUNTER_CALLS:
                     self.dynamic.add(name)
                     changed = True
                     log.debug("%s: argument %s keeps changing; sent as a value from now on",
-                              self.qualname, name)
+                              self.qualname, counted)
+                    break
         return changed
 
     def relax(self, values) -> bool:
