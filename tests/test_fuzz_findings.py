@@ -571,8 +571,13 @@ def test_seed17021_a_variant_is_not_stored_under_assumptions_made_while_it_was_p
         return [hr0w(0, k=n) for n in (2, 2, 2, 0, 1, 1, 3, 2)], {}
     made = differential(program)
     stats = made[0].stats()
-    assert stats["graph_calls"] == 11, stats
-    assert stats["variants_built"] == ["a: tensor int32(), k: a int", "a: int 0, k: a int"]
+    # the innermost call returns before the recursive call's crossing: built speculating
+    # no call reaches it (tests/test_unreached.py); the first that does finishes eagerly,
+    # the variant is built again, and the caller again to run it nested (2 sliced a call)
+    assert stats["graph_calls"] == 9, stats
+    assert stats["variants_built"] == ["a: tensor int32(), k: a int", "a: int 0, k: a int",
+                                       "a: tensor int32(), k: a int",
+                                       "a: tensor int32(), k: a int", "a: int 0, k: a int"]
 
 
 # seed 28793: `s += t` in a host loop reads s --------------------------------------------

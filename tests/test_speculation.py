@@ -226,9 +226,10 @@ def test_a_loop_value_that_changes_type_mid_loop():
     assert reason.startswith("mid-call: ") and "got tensor" in reason
 
 
-def test_crossings_not_reached_by_the_first_calls_are_profiled_later():
-    """Epsilon-greedy: the first calls return early on the host, before the TF work; the
-    function is profiled until a call reaches it (it was refused for good)."""
+def test_crossings_not_reached_by_the_first_calls_are_speculated_on():
+    """Epsilon-greedy: the first calls return early on the host, before the TF work (it was
+    refused for good, then profiled until a call reached it): built speculating that no
+    call gets there, the call that does finishes eagerly and it is built again."""
     def make(log):
         w = tf.Variable(tf.reshape(tf.range(6, dtype=tf.float32), [3, 2]) / 10)
         explore = iter([True] * 4 + [False] * 20)
@@ -241,9 +242,15 @@ def test_crossings_not_reached_by_the_first_calls_are_profiled_later():
             return int(tf.argmax(tf.matmul(obs, w)[0] / temperature))
         return act, {"w": w}
     obs = tf.constant([[1.0, -2.0, 3.0]])
-    # calls 1-4 explore (profile calls that return early), call 5 reaches the TF work
-    under = check(make, [(obs,)] * 12, graph_calls=12 - 5)
-    assert under.target.stats()["fallbacks"] == {}
+    # call 1 explores (the profile call), 2-4 too (sliced), call 5 reaches the TF work
+    # (sliced until then, eagerly after), call 6 profiles it, 7-12 run sliced
+    eager = frozenset({"ReadVariableOp", "MatMul", "StridedSlice", "RealDiv", "ArgMax"})
+    under = check(make, [(obs,)] * 12, graph_calls=3 + 1 + 6, host_ops_allowed=eager)
+    stats = under.target.stats()
+    assert stats["fallbacks"] == {} and stats["profile_calls"] == 2, stats
+    assert list(stats["guard_failures"]) == [
+        "mid-call: line 242 (`temperature`): no profile call had reached it (built "
+        "speculating that no call does)"], stats
 
 
 def test_another_variable_in_a_list_argument_is_named_in_the_guard_message():

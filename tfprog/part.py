@@ -26,6 +26,7 @@ from .exact import exact_arithmetic
 from .hostvalue import HostValue, Speculated, constant, python_leaf_spec
 from . import asserts, losses, randomness, rows
 from .failing import can_fail
+from .unreached import Unreached, untraced
 
 RESOURCE = tf.TensorSpec([], tf.resource)
 _PY_NUMBERS = frozenset({"bool", "int", "float"})  # host values that come back as sent
@@ -167,6 +168,8 @@ class TraceRuntime:
         if rescue is not None:
             otherwise = self._rescue(queues[rescue], rescue, live, flag, stop)
         with tf.control_dependencies(_stateful_ops() + outer):
+            if type(self.specs[index]) is Unreached:  # the host never goes on here: what
+                return otherwise()  # follows is not traced (tfprog/unreached.py)
             return tf.cond(tf.equal(flag, 1), self.random.onward(self.losses.onward(
                 lambda: segment(*values)), not self.specs[index]), otherwise)
 
@@ -454,6 +457,7 @@ def build_part(plan: SlicePlan, tf_factory: Callable[..., Callable], bound: dict
     seeds = runtime.random.count
     if seeds:  # traced again, its random ops reading the seeds its entry carries
         runtime = _trace(plan, tf_factory, bound, specs, layouts, folded, nested, seeds)
+    untraced(plan, runtime.specs)
     return Part(plan=plan, function=runtime.concrete, specs=runtime.specs, layouts=layouts,
                 waits=frozenset(runtime.waits), uid=runtime.uid, folded=folded, nested=nested,
                 seeds=seeds, losses=runtime.losses.events if runtime.losses.added else [])

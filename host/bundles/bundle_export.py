@@ -103,7 +103,8 @@ def export(sliced, specs: list, instance: Any = None) -> Exported:
     if entry is not None:
         runs = [{entry.index: [_entry_value(sliced, n, values) for n in entry.names]}]
     try:
-        variant = sliced.builder.build(plan, values, runs, None, adaptive=False)
+        variant = sliced.builder.build(plan, values, runs, None, adaptive=False,
+                                       speculate=False)
     except NotBuilt as exc:
         if exc.keep_runs:  # NotObserved: "no profile call reached the crossing at line N"
             where = str(exc).rsplit(" at ", 1)[-1]

@@ -25,6 +25,7 @@ from ...slicer.plan import ChannelKind
 from ...tfprog.channels import Structure, Unsendable, flatten, spec_of, width
 from ...tfprog.channels import relaxed as relaxed_spec
 from ...tfprog.part import PartError
+from ...tfprog.unreached import Unreached
 
 log = logging.getLogger("gpe")
 
@@ -264,9 +265,11 @@ class NotObserved(PartError):
 
 
 def channel_specs(plan: SlicePlan, runs: list[dict[int, list]],
-                  relaxed: dict[str, tuple]) -> tuple[dict, dict]:
+                  relaxed: dict[str, tuple], speculate: bool = False) -> tuple[dict, dict]:
     """Channel specs and layouts from what the profile calls saw crossing host->TF (an
-    entry value of an argument with relaxed dimensions takes any size there)."""
+    entry value of an argument with relaxed dimensions takes any size there). speculate:
+    a gate no profile call reached is built as never reached (Unreached: the host hands
+    a call that gets there to its eager code), where `unreachable` allows."""
     specs, layouts = {}, {}
     for channel in plan.channels:
         if not channel.to_tf:
@@ -276,6 +279,9 @@ def channel_specs(plan: SlicePlan, runs: list[dict[int, list]],
                     None)
         if seen is None and not channel.names:
             seen = []  # a gate carrying no values (the profile call left before it)
+        if seen is None and speculate and unreachable(plan, channel):
+            specs[channel.index], layouts[channel.index] = Unreached(), []
+            continue
         if seen is None:
             raise NotObserved(f"no profile call reached the crossing at line "
                               f"{channel.lineno}")
@@ -305,6 +311,15 @@ def channel_specs(plan: SlicePlan, runs: list[dict[int, list]],
             gate = channel.kind == ChannelKind.GATE
             specs[channel.index] = [relaxed_spec(s, keep_rank=gate) for s in found]
     return specs, layouts
+
+
+def unreachable(plan: SlicePlan, channel) -> bool:
+    """Whether a variant can be built speculating that no call reaches `channel`: a gate
+    outside TF `with` blocks, in a plan whose host program holds the TF statements (a call
+    that gets there is finished by the host's eager code; variants.unreached checks that
+    the TF part can hand its live values over there)."""
+    return plan.rescuable and channel.kind == ChannelKind.GATE and \
+        channel.index not in dict(plan.with_gates)
 
 
 def _agreed(spec, index: int, position: int, runs: list[dict]):

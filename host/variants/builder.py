@@ -19,11 +19,12 @@ import tensorflow as tf
 from ..facts import oracle, signature
 from .loader import load
 from ..speculation.speculation import (Assumptions, NotObserved, channel_specs, sent_numbers,
-                                       stable_entry_values)
+                                       stable_entry_values, unreachable)
+from .unreached import handed_over, kind, snapshot, unreached_lines
 from .variant import Crossings, Variant, assemble, callee_variant
 from ...slicer import Refusal, SlicePlan, callees, slice_function
 from ...slicer.plan import ChannelKind
-from ...tfprog.channels import Unsendable, ValueSpec, read_variable, spec_of, structure_of
+from ...tfprog.channels import Unsendable, ValueSpec, read_variable, structure_of
 from ...tfprog.hostvalue import SentDecides
 from ...tfprog.part import NeedsEntry, PartError
 
@@ -55,6 +56,7 @@ class Builder:
         self.refusals: dict[tuple, Refusal] = {}  # plan key -> the slicer's refusal
         self.iterables: dict[int, dict] = {}  # id(plan) -> its Facts.iterables
         self.unbuilt_tries = 0
+        self.unguessed: set[int] = set()  # id(plan) of plans not to speculate on (_guessed)
 
     def plan(self, values: dict) -> SlicePlan:
         """The plan for these arguments: sliced once, and shared by calls whose arguments
@@ -128,10 +130,13 @@ class Builder:
         callee = self.owner.callee
 
         def observe(index, vals):
-            observed[index] = [_snapshot(v) for v in vals]
+            if type(index) is tuple and index[0] == "iterated" and index[2] == 0 and \
+                    type(vals[0]) is tuple and vals[0]:  # `for batch in loader`: a tuple
+                index, vals = (*index[:2], len(vals[0])), vals[0]  # as `for x, y in ...`
+            observed[index] = [snapshot(v) for v in vals]
             kinds = observed.setdefault(("kinds", index), [set() for _ in vals])
             for seen, value in zip(kinds, vals):
-                seen.add(_kind(value))
+                seen.add(kind(value))
 
         def observe_call(slot, fn, *call_args, **call_kwargs):
             """A call of a function gpe slices too: which of its variants this call takes
@@ -221,12 +226,17 @@ class Builder:
         return run
 
     def build(self, plan: SlicePlan, values: dict, runs: list, sibling: Variant | None,
-              adaptive: bool) -> Variant:
-        """A variant from the profile runs of its key (raises NotBuilt)."""
+              adaptive: bool, speculate: bool = True) -> Variant:
+        """A variant from the profile runs of its key (raises NotBuilt). speculate: once
+        the key had its profile calls, a gate none of them reached is built as never
+        reached (host/variants/unreached.py); not for a bundle (built with no calls)."""
         owner, assumed = self.owner, self.owner.assumed
         speculated = self._speculated(plan, runs)
+        guess = speculate and id(plan) not in self.unguessed and (sibling is not None or len(
+            runs) >= max(1, owner.profile_calls - self.unbuilt_tries))
         try:
-            seen = crossings(plan, runs, assumed, sibling)
+            seen = crossings(plan, runs, assumed, sibling, guess)
+            guess = guess and bool(unreached_lines(plan, seen.specs))  # (speculated)
             # as fast as its sibling (measured, or being measured: the first of the two
             # to settle gives the other its verdict)
             variant = assemble(owner, plan, values, seen, adaptive=adaptive, sibling=sibling,
@@ -238,6 +248,7 @@ class Builder:
             if speculated and not _hands_back(plan, variant):
                 self._unspeculate(speculated, "a loop of its TF part cannot hand a misfit "
                                               "back")
+            self._guessed(plan, variant)
             return variant
         except Unsendable as exc:
             if exc.names and not set(exc.names) <= assumed.host_only:
@@ -247,18 +258,7 @@ class Builder:
                 raise NotBuilt(str(exc), retry=True) from None
             raise NotBuilt(str(exc), retry=False) from None
         except NotObserved as exc:
-            names = _never_iterated(plan, runs)
-            if names and not names <= assumed.host_only:
-                # a loop the host decides never iterated in the profile calls (`for e in
-                # extra` over an empty list): slice again with the TF work that reads what
-                # its iterations would send on the host (it runs there as eager does)
-                assumed.host_only |= names
-                log.info("%s: %s; slicing again with the TF work reading %s on the host",
-                         owner.__qualname__, exc, ", ".join(sorted(names)))
-                raise NotBuilt(str(exc), retry=True) from None
-            if len(runs) < MAX_PROFILE_RUNS:  # e.g. an early return on the first calls
-                raise NotBuilt(str(exc), retry=True, keep_runs=True) from None
-            raise NotBuilt(f"{exc} in {len(runs)} calls", retry=False) from None
+            self._not_observed(exc, plan, runs, guess)
         except NeedsEntry as exc:
             if assumed.entry_always:
                 raise NotBuilt(str(exc), retry=False) from None
@@ -266,6 +266,9 @@ class Builder:
             log.info("%s: %s; slicing again with an entry", owner.__qualname__, exc)
             raise NotBuilt(str(exc), retry=True) from None
         except (PartError, Refusal) as exc:
+            if guess:  # perhaps the speculation's doing: not speculated on again
+                self.unguessed.add(id(plan))
+                raise NotBuilt(str(exc), retry=True, keep_runs=True) from None
             if isinstance(exc.__cause__, SentDecides):  # Python deciding on a sent number
                 self._fold_or_send(exc, plan, runs)
             relaxed = assumed.unrelax(values)
@@ -274,6 +277,38 @@ class Builder:
                          owner.__qualname__, ", ".join(relaxed), exc)
                 raise NotBuilt(str(exc), retry=True) from None
             raise NotBuilt(str(exc), retry=False) from None
+
+    def _guessed(self, plan: SlicePlan, variant: Variant) -> None:
+        """A variant built speculating that no call reaches some gates (Unreached) is kept
+        only where a call that does can be handed over to the host there; else the plan
+        is not speculated on again (NotObserved: its key profiles more calls)."""
+        lines = unreached_lines(plan, variant.part.specs)
+        if not lines:
+            return
+        if not handed_over(plan, variant.part):
+            self.unguessed.add(id(plan))
+            raise NotObserved(f"no profile call reached line {lines}, where the TF part "
+                              "could not hand the call over to the host")
+        log.info("%s: no profile call reached line %s; built speculating that no call does "
+                 "(one that does runs eagerly from there, and it is built again)",
+                 self.owner.__qualname__, lines)
+
+    def _not_observed(self, exc: NotObserved, plan: SlicePlan, runs: list, guess: bool):
+        """No profile call reached a crossing that could not be speculated on: raises
+        NotBuilt (slice again, profile one more call, or run eagerly)."""
+        assumed = self.owner.assumed
+        names = _never_iterated(plan, runs, guess)
+        if names and not names <= assumed.host_only:
+            # a loop the host decides never iterated in the profile calls (`for e in
+            # extra` over an empty list): slice again with the TF work that reads what
+            # its iterations would send on the host (it runs there as eager does)
+            assumed.host_only |= names
+            log.info("%s: %s; slicing again with the TF work reading %s on the host",
+                     self.owner.__qualname__, exc, ", ".join(sorted(names)))
+            raise NotBuilt(str(exc), retry=True) from None
+        if len(runs) < MAX_PROFILE_RUNS:  # e.g. an early return on the first calls
+            raise NotBuilt(str(exc), retry=True, keep_runs=True) from None
+        raise NotBuilt(f"{exc} in {len(runs)} calls", retry=False) from None
 
 
 def _flag(value):
@@ -312,23 +347,25 @@ def _hands_back(plan: SlicePlan, variant: Variant) -> bool:
         for c in plan.channels if c.kind == ChannelKind.LOOP and c.to_tf and c.names)
 
 
-def _never_iterated(plan: SlicePlan, runs: list) -> set:
+def _never_iterated(plan: SlicePlan, runs: list, guess: bool = False) -> set:
     """The names host loops' iterations would send the TF part, where the only crossings
-    into it that no profile call reached are such loops' flags (they never iterated);
-    else an empty set (another crossing was not reached: an early return, say)."""
+    into it that no profile call reached are such loops' flags (they never iterated),
+    besides the gates speculated on (`guess`: speculation.unreachable); else an empty set
+    (another crossing was not reached)."""
     channels = [c for c in plan.channels if c.to_tf and c.names
-                and not any(c.index in run for run in runs)]
+                and not any(c.index in run for run in runs)
+                and not (guess and unreachable(plan, c))]
     if not channels or any(c.kind != ChannelKind.LOOP for c in channels):
         return set()
     return {n for c in channels for n in c.names}
 
 
-def crossings(plan: SlicePlan, runs: list, assumed: Assumptions, sibling: Variant | None = None
-              ) -> Crossings:
+def crossings(plan: SlicePlan, runs: list, assumed: Assumptions, sibling: Variant | None = None,
+              speculate: bool = False) -> Crossings:
     """What the profile `runs` say a variant of `plan` carries across, under what is
-    `assumed` of the arguments (a sibling's folded values stay folded). Raises Unsendable,
-    NotObserved, NotBuilt (host_values_only)."""
-    specs, layouts = channel_specs(plan, runs, assumed.relaxed)
+    `assumed` of the arguments (a sibling's folded values stay folded; `speculate`: see
+    channel_specs). Raises Unsendable, NotObserved, NotBuilt (host_values_only)."""
+    specs, layouts = channel_specs(plan, runs, assumed.relaxed, speculate)
     host_values_only(plan, runs)
     folded = stable_entry_values(plan, runs, layouts, assumed.unfolded,
                                  sibling.folded if sibling is not None else ())
@@ -370,23 +407,3 @@ def _made_by(plan: SlicePlan, name: str) -> str:
 
 def _is_tensor(value) -> bool:
     return isinstance(value, (tf.Tensor, tf.Variable)) or hasattr(value, "_gpe_pending")
-
-
-def _snapshot(value):
-    """A crossing value as it is now: a list or dict the function mutates later (`buf.append`)
-    is copied, so the profile sees the layout that crossed."""
-    if type(value) in (list, tuple):
-        return type(value)(_snapshot(v) for v in value)
-    if type(value) is dict:
-        return {k: _snapshot(v) for k, v in value.items()}
-    return value
-
-
-def _kind(value):
-    """What a plain value crossing host->TF is (its spec), to tell a crossing whose values
-    change type between the times it is reached (a loop's `scale` a Python float in its
-    first iteration, a NumPy float32 after); None for other values."""
-    try:
-        return spec_of(value) if not isinstance(value, (list, tuple, dict)) else None
-    except TypeError:
-        return None

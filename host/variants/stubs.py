@@ -24,6 +24,8 @@ from ...slicer.plan import ChannelKind
 
 from ...tfprog.channels import ValueSpec, flatten, matches, read_variable, spec_of
 from ...tfprog.randomness import Collision, draw
+from ...tfprog.unreached import Unreached
+from .unreached import reached, relink
 
 
 
@@ -242,10 +244,11 @@ class CallContext:
         if self.eager:
             return fn(*args, **kwargs)
         callee = self.rt.nested[slot]
-        if callee is not None:
-            sliced, all_args = self.rt.callee(fn, args)
-            if not callee.eager_faster and sliced.variants.get(
-                    sliced.key_for(all_args, kwargs)) is callee:
+        sliced, all_args = self.rt.callee(fn, args)
+        now = sliced.variants.get(sliced.key_for(all_args, kwargs))
+        if now is not callee and now is not None:  # the callee was built (again) since
+            relink(self.rt.variant, now)
+        elif callee is not None and not callee.eager_faster:
                 session = self.rt.variant.session
                 session.nested_start = functools.partial(self._nested_start, sliced, call)
                 try:
@@ -299,6 +302,8 @@ class CallContext:
                     self._rescue(k, channel, failed)
                 else:
                     channel.send([_FLAGS[value], *components])
+            elif value > 0 and type(channel.specs) is Unreached:  # no profile call got here
+                self._rescue(k, channel, GuardError(reached(self.rt.variant, k, values)))
             else:
                 channel.send([_FLAGS[value]] + _zeros(channel))
             self.pos = site

@@ -29,6 +29,7 @@ log = logging.getLogger("gpe")
 
 MAX_VARIANTS = 16
 MAX_RETIRED = 3  # variants of one key that fell back mid-call before it runs eagerly
+MAX_LEARNED = 8  # ...and that were built again knowing a gate no profile call reached
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +109,9 @@ class Variant:
         self.reused = False  # a call ran it after the one it was built for (function.CHURN)
         self.nested: list = []  # per nested call site: the callee's variant its TF part runs
         self.runs: list = []  # the profile observations it was built from
+        # a call reached a gate no profile call had (unreached.reached): runs[-1] with
+        # what it sent there, to build it again from
+        self.learned: dict | None = None
         # what the TF part captured when traced (held: their ids are in the call key)
         self.held = [signature.resolve(g, bound_values, owner.keys.lookup)
                      for g in plan.captures]
@@ -176,6 +180,7 @@ class Variants:
         self.profiles: dict[tuple, list] = {}  # key -> observations of its profile calls
         self.refused: dict[tuple, str] = {}    # key -> why it runs eagerly
         self.retired: dict[tuple, int] = {}    # key -> variants dropped after a fallback
+        self.learned: dict[tuple, int] = {}    # ...after a gate no profile call reached
         self.plans: dict[tuple, SlicePlan] = {}  # key -> its plan, while it is profiled
         # get(key): the variant of a key, or None (the dict's own: on every call's path)
         self.get: Callable[[tuple], Variant | None] = self.built.get
@@ -211,9 +216,15 @@ class Variants:
 
     def retire(self, key: tuple, variant: Variant) -> bool:
         """Drop a variant that fell back mid-call (new profile calls see the new values);
-        True when its key's variants keep doing so (the key should run eagerly)."""
+        True when its key's variants keep doing so (the key should run eagerly). One
+        that fell back at a gate no profile call reached is built again at the next
+        call, from its profile runs and what the call sent there."""
         if self.built.get(key) is variant:
             del self.built[key]
+        learned = self.learned[key] = self.learned.get(key, 0) + (variant.learned is not None)
+        if variant.learned is not None and learned <= MAX_LEARNED:
+            self.profiles[key] = variant.runs + [variant.learned]
+            return False
         self.profiles.pop(key, None)
         self.retired[key] = self.retired.get(key, 0) + 1
         return self.retired[key] >= MAX_RETIRED
