@@ -30,6 +30,8 @@ class Key(enum.Enum):
     ITEM = ("bool on `d['lr']`: an item of a dict argument of Python numbers, read before "
             "anything in the function may change the dict; the TF part reads it from the "
             "entry value (slicer/chains.fixed_items)")
+    SPLICE = ("function on a call of the user's own function the kinds pass could not judge "
+              "all TF work: inside a TF `with` block, the call is spliced (slicer/splice.py)")
     CALLEE = ("bool: a call of a user function whose body is all TF work; the TF part calls "
               "the callee's own FunctionDef")
     CALLEE_READS = ("tuple of (dotted path, bool) on a CALLEE call: what the callee reads from "

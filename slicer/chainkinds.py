@@ -137,8 +137,9 @@ def fixed_isinstance(inf, node: gast.Call) -> bool:
 
 def dataset_elements(kinds, iterable: gast.expr, target: gast.AST) -> bool:
     """`iterable` is a dataset argument, or an object whose elements the profile calls saw
-    be tensors (Facts.iterables), whose elements match `target` tensor for tensor (a Name
-    for a bare tensor, a tuple of as many names for a tuple): `for x, y in ds`."""
+    be tensors (Facts.iterables), whose elements match `target` (a Name for a tensor or a
+    tuple of them, a tuple of as many names for a tuple): `for x, y in ds`, `for batch in
+    self.train_dataloader` (d2l)."""
     root = chain_root(iterable)
     if root is None or root.id in kinds.rebound:
         return False
@@ -147,8 +148,8 @@ def dataset_elements(kinds, iterable: gast.expr, target: gast.AST) -> bool:
         kinds.facts.iterables.get(dotted(iterable))
     if elements is None:
         return False
-    if isinstance(target, gast.Name):
-        return elements in (0, -1)
+    if isinstance(target, gast.Name):  # a tensor, or a tuple of them (`batch[0]`)
+        return True
     return isinstance(target, (gast.Tuple, gast.List)) and elements in (
         len(target.elts), -1) and all(isinstance(e, gast.Name) for e in target.elts)
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 import gast
 
-from . import anno, callsites, chainkinds, fnargs, nodes, reproduced
+from . import anno, callsites, chainkinds, fnargs, nodes, reproduced, splice
 from .anno import Key
 from .facts import CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES, ORDERING_BUILTINS, STATIC_META, STRUCTURAL_BUILTINS, TF_KINDS, Facts, Kind
 from .chains import bound_names, chain_root, chain_value, fixed_items, is_range, is_static, mutated_roots, stable, static_value, stored_names
@@ -331,6 +331,8 @@ class _Inferer:
             return None
         constants = [callsites.fixed(self, a) for a in sites]
         judged = self.callee(fn, arg_kinds, self.facts, objects, constants)
+        if judged is None:
+            splice.note(self, node, fn)  # inside a tape, its statements are spliced
         reads = judged and callsites.reads(self, judged.reads, sites)
         if reads is not None and judged is not None:  # and from its own namespace (guarded
             if any(number and path in self.facts.dynamic_paths  # unless a number there

@@ -6,6 +6,7 @@ stopping after the pass named by `until` (callee analysis stops after placement)
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import functools
@@ -14,7 +15,7 @@ from typing import Any, Callable
 
 import gast
 
-from . import activity, anno, callees, crossings, hoist, kinds, nodes, partition, placement
+from . import activity, anno, callees, crossings, hoist, kinds, nodes, partition, placement, splice
 from .anno import Key
 from .errors import Refusal
 from .facts import Facts, Kind
@@ -50,7 +51,14 @@ def _analysed(fn: Callable, facts: Facts) -> Parsed:
     _check_args(parsed)
     _explicit_end(parsed.node)
     _drop_final_dels(parsed.node)
-    analyse(parsed, facts)
+    clean = parsed.node  # kinds runs on copies: a callee spliced goes into this tree
+    for depth in range(splice.DEPTH + 1):
+        parsed = dataclasses.replace(parsed, node=copy.deepcopy(clean))
+        analyse(parsed, facts, until=Pass.KINDS)
+        where = splice.sites(parsed.node) if depth < splice.DEPTH else {}
+        if not where or not splice.splice(clean, where, fn):
+            break
+    analyse(parsed, facts, start=Pass.HOIST)
     return parsed
 
 
@@ -80,8 +88,9 @@ def _python_use(node: gast.AST, name: str) -> bool:
                                            for n in nodes.walk(node))
 
 
-def analyse(parsed: Parsed, facts: Facts, until: Pass = Pass.CROSSINGS) -> None:
-    """Run the passes in order on `parsed`, the last one `until`."""
+def analyse(parsed: Parsed, facts: Facts, until: Pass = Pass.CROSSINGS,
+            start: Pass = Pass.KINDS) -> None:
+    """Run the passes in order on `parsed`, from `start`, the last one `until`."""
     steps = (
         # kinds of every expression, from facts + namespace (a call of a user function
         # on TF values: the callee is analysed by this pipeline, up to placement)
@@ -97,7 +106,11 @@ def analyse(parsed: Parsed, facts: Facts, until: Pass = Pass.CROSSINGS) -> None:
         # needs placement: channels, gates, barriers
         (Pass.CROSSINGS, lambda: crossings.resolve(parsed, facts)),
     )
+    started = False
     for step, run in steps:
+        started = started or step is start
+        if not started:
+            continue
         run()
         _checkpoint(parsed, step)
         if step is until:

@@ -1,7 +1,8 @@
-"""Never much slower than eager: a function whose call key changes on every call (a counter
-in a dict argument, a tensor an object keeps from its last call) ran every call as a profile
-call or a fresh build, 2-80x eager's time for ever (d2l's yogi, TF's optimizer guide's
-Momentum). After CHURN new keys in a row, none met again, it runs eagerly, saying why."""
+"""Never much slower than eager: a function whose call key changes on every call (a tensor
+an object keeps from its last call; a counter in a dict argument, until such counters were
+sent) ran every call as a profile call or a fresh build, 2-80x eager's time for ever (TF's
+optimizer guide's Momentum; d2l's yogi). After CHURN new keys in a row, none met again, it
+runs eagerly, saying why."""
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -18,7 +19,11 @@ def yogi_like(params, grads, hyperparams):
     hyperparams["t"] += 1
 
 
-def test_a_counter_in_a_dict_argument_stops_profiling_and_runs_eagerly():
+def test_a_counter_in_a_dict_argument_is_sent_once_it_keeps_changing():
+    """d2l's yogi: `hyperparams['t']`, new at each call, was folded into the call key (a
+    new key each call: profiled until the churn bound sent the function eagerly). It is
+    sent as a value once it keeps changing, as an int argument is, and the calls after
+    run sliced on one variant."""
     results = {}
     for way in ("eager", "gpe"):
         w, hp = tf.Variable(tf.ones(3)), {"lr": 0.01, "t": 1}
@@ -30,8 +35,10 @@ def test_a_counter_in_a_dict_argument_stops_profiling_and_runs_eagerly():
             stats = fn.stats()
     np.testing.assert_array_equal(results["eager"][0], results["gpe"][0])
     assert results["eager"][1] == results["gpe"][1] == 31
-    assert stats["profile_calls"] == CHURN and stats["eager_calls"] == 30
-    assert fn.plain and any("none met again" in r for r in stats["fallbacks"]), stats
+    assert stats["graph_calls"] >= 15 and stats["eager_calls"] <= CHURN + 4, stats
+    assert not fn.plain and stats["variants_built"] == [
+        "params: list of 1 (a tf.Variable), grads: list of 1 (tensor float32(3)), "
+        "hyperparams: dict (lr: a float, t: a int)"], stats
 
 
 class Momentum(tf.Module):

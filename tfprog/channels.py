@@ -301,6 +301,14 @@ def relaxed(spec: ValueSpec, keep_rank: bool = False) -> ValueSpec:
     return ValueSpec(spec.dtype, shape, spec.python, spec.default_dtype, spec.type_name)
 
 
+def any_size(spec: ValueSpec) -> ValueSpec:
+    """`spec` with every dimension any size, its rank kept where known."""
+    if spec.shape is None:
+        return spec
+    return ValueSpec(spec.dtype, (None,) * len(spec.shape), spec.python, spec.default_dtype,
+                     spec.type_name)
+
+
 def read_variable(var) -> tf.Tensor:
     """A variable's value read now (`v.numpy()`, `float(v)` in a sliced function read it in
     the TF part, in program order, then cross): a tf.Variable's read_value(); a Keras 3

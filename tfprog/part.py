@@ -21,7 +21,7 @@ from tensorflow.python.ops import gen_data_flow_ops
 
 from ..slicer import recursion
 from ..slicer.plan import ChannelKind, SlicePlan
-from .channels import NONE_SPEC, ValueSpec, flatten, read_variable, relaxed, unflatten
+from .channels import NONE_SPEC, ValueSpec, any_size, flatten, read_variable, unflatten
 from .exact import exact_arithmetic
 from .hostvalue import HostValue, Speculated, constant, python_leaf_spec
 from . import asserts, losses, randomness, rows
@@ -238,9 +238,9 @@ class TraceRuntime:
         specs = self.specs[index]
         if not self.plan.rescuable or live is not None and not all(
                 isinstance(v, tf.Tensor) for value in live(*carried) for v in flatten(value)[1]):
-            # no rescue here: a value of another shape could not be handed over to the
-            # host, so the iteration values take any shape (speculation._agreed)
-            specs = self.specs[index] = [relaxed(s) for s in specs]
+            # no rescue here: the iteration values take any shape of the rank profiled
+            # (unknown, tf.matmul traces BatchMatMulV2, whose floats differ from MatMul's)
+            specs = self.specs[index] = [any_size(s) for s in specs]
         with tf.control_dependencies(self._earlier()):
             first = self._receive(queues[index], specs, [tf.int32], wrap=False)
         outer, self.unchecked = self.unchecked, []

@@ -306,6 +306,10 @@ def channel_specs(plan: SlicePlan, runs: list[dict[int, list]],
         elif channel.kind == ChannelKind.LOOP and all(len(leaves) == 1 for _, leaves in pairs):
             specs[channel.index] = [_agreed(spec, channel.index, i, runs)
                                     for i, spec in enumerate(found)]
+        elif channel.kind == ChannelKind.LOOP:  # `for batch in loader`: a tuple each time
+            specs[channel.index] = [s for i, (_, leaves) in enumerate(pairs) for s in
+                                    _agreed_leaves([spec_of(v) for v in leaves],
+                                                   channel.index, i, runs)]
         else:
             # a gate's values are used as they are (keeping their rank and width)
             gate = channel.kind == ChannelKind.GATE
@@ -336,6 +340,29 @@ def _agreed(spec, index: int, position: int, runs: list[dict]):
     first = next(iter(shapes))
     dims = tuple(d if all(s[j] == d for s in shapes) else None for j, d in enumerate(first))
     return dataclasses.replace(spec, shape=dims)
+
+
+def leaf_shapes(value) -> tuple | None:
+    """The shapes of a tuple or list of tensors a loop's iteration starts with (`batch`
+    from a loader), else None."""
+    if type(value) not in (tuple, list) or not value or not all(
+            isinstance(v, (tf.Tensor, tf.Variable)) for v in value):
+        return None
+    return tuple(tuple(v.shape) for v in value)
+
+
+def _agreed_leaves(specs: list, index: int, position: int, runs: list[dict]) -> list:
+    """As _agreed, for a tuple of tensors: each keeps the dimensions every iteration of
+    every profile call agreed on, so its rank above all (traced with an unknown rank,
+    `tf.matmul` becomes BatchMatMulV2, whose float results differ from MatMul's)."""
+    seen = [s for run in runs
+            for s in run.get(("shapes", index), [()] * (position + 1))[position]]
+    if not seen or None in seen or len({tuple(map(len, s)) for s in seen}) != 1 or \
+            len(seen[0]) != len(specs):
+        return [relaxed_spec(s) for s in specs]
+    return [dataclasses.replace(spec, shape=tuple(
+        d if all(s[j][n] == d for s in seen) else None for n, d in enumerate(seen[0][j])))
+        for j, spec in enumerate(specs)]
 
 
 def _same_kinds(plan: SlicePlan, channel, runs: list[dict]) -> None:

@@ -18,7 +18,8 @@ import tensorflow as tf
 
 from ..facts import oracle, signature
 from .loader import load
-from ..speculation.speculation import (Assumptions, NotObserved, channel_specs, sent_numbers,
+from ..speculation.speculation import (Assumptions, NotObserved, channel_specs, leaf_shapes,
+                                       sent_numbers,
                                        stable_entry_values, unreachable)
 from .unreached import handed_over, kind, snapshot, unreached_lines
 from .variant import Crossings, Variant, assemble, callee_variant
@@ -135,8 +136,10 @@ class Builder:
                 index, vals = (*index[:2], len(vals[0])), vals[0]  # as `for x, y in ...`
             observed[index] = [snapshot(v) for v in vals]
             kinds = observed.setdefault(("kinds", index), [set() for _ in vals])
-            for seen, value in zip(kinds, vals):
+            shapes = observed.setdefault(("shapes", index), [set() for _ in vals])
+            for seen, shaped, value in zip(kinds, shapes, vals):
                 seen.add(kind(value))
+                shaped.add(leaf_shapes(value))
 
         def observe_call(slot, fn, *call_args, **call_kwargs):
             """A call of a function gpe slices too: which of its variants this call takes
@@ -168,7 +171,7 @@ class Builder:
                  ", ".join(sorted(changing)))
         raise NotBuilt(str(exc), retry=True) from None
 
-    def _speculated(self, plan: SlicePlan, runs: list) -> set[str]:
+    def _speculated(self, plan: SlicePlan, runs: list, values: dict) -> set[str]:
         """The iterated objects `plan` was sliced speculating on (Facts.iterables), checked
         against what the profile `runs` saw: each gave tensors, or the function is sliced
         again without that speculation (NotBuilt); an object the runs saw give tensors and
@@ -188,9 +191,12 @@ class Builder:
                      "with them", self.owner.__qualname__, ", ".join(sorted(new)))
             raise NotBuilt("iterated objects gave tensors", retry=True)
         speculated = {p for p in plan.iterated if p in told}
-        if speculated and not plan.rescuable:
-            self._unspeculate(speculated, "the plan cannot hand a misfit back")
-        return speculated
+        lookup = self.owner.keys.lookup
+        misfits = {p for p in speculated  # (a steady dataset gives no misfit to hand back)
+                   if not steady_dataset(signature.resolve(p, values, lookup))}
+        if misfits and not plan.rescuable:
+            self._unspeculate(misfits, "the plan cannot hand a misfit back")
+        return misfits
 
     def _unspeculate(self, paths: set[str], why: str) -> None:
         """Give up the speculation on what iterating `paths` gives (an element that does not
@@ -231,7 +237,7 @@ class Builder:
         the key had its profile calls, a gate none of them reached is built as never
         reached (host/variants/unreached.py); not for a bundle (built with no calls)."""
         owner, assumed = self.owner, self.owner.assumed
-        speculated = self._speculated(plan, runs)
+        speculated = self._speculated(plan, runs, values)
         guess = speculate and id(plan) not in self.unguessed and (sibling is not None or len(
             runs) >= max(1, owner.profile_calls - self.unbuilt_tries))
         try:
@@ -315,6 +321,19 @@ def _flag(value):
     """A folded flag as a plan depends on it: a number by value, an object by its type."""
     return (type(value), value) if type(value) in (bool, int, float) or value is None \
         else oracle.plan_type(value)
+
+
+def steady_dataset(obj) -> bool:
+    """A tf.data.Dataset that gives the same shapes each time it is iterated, as the
+    profile calls saw: of known cardinality (no filter), its tensors' shapes known but
+    the batch dimension (d2l's loaders: `from_tensor_slices(...).batch(n)`, a smaller
+    last batch at the same place each epoch)."""
+    if not isinstance(obj, tf.data.Dataset):
+        return False
+    specs = tf.nest.flatten(obj.element_spec)
+    return int(obj.cardinality()) >= 0 and all(
+        isinstance(s, tf.TensorSpec) and s.shape.rank is not None and
+        all(d is not None for d in s.shape.as_list()[1:]) for s in specs)
 
 
 def _iterated_kinds(runs: list) -> tuple[dict[str, int], set[str]]:

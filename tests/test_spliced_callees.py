@@ -1,0 +1,125 @@
+"""A call inside a GradientTape of the user's own method that does host work besides its
+TF work (d2l's `Trainer.fit_epoch`: `loss = self.model.training_step(batch)`, which plots
+the loss with `.numpy()`) is spliced: its statements join the caller's, each placed on its
+own side, and the tape's TF work runs in the graph. Judged whole, the call was host work,
+its loss "made by host code inside a `with` block", and the whole step ran eagerly."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from harness import check
+from gpe.host.runtime.opcount import graph_ops
+
+X = tf.constant(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3))
+Y = tf.constant(np.array([[1.0], [0.0], [2.0], [1.0]], np.float32))
+# the host iterates the dataset and sends each batch to the TF part
+ITERATING = frozenset({"AnonymousIteratorV3", "MakeIterator", "IteratorGetNext"})
+
+
+class Board:
+    def __init__(self, log):
+        self.log = log
+
+    def draw(self, x, y, label):
+        self.log.append((label, x, y))
+
+
+class Model:
+    def __init__(self, log):
+        self.w = tf.Variable(tf.ones([3, 1]))
+        self.board = Board(log)
+        self.step = 0
+
+    def forward(self, x):
+        return tf.matmul(x, self.w)
+
+    def loss(self, y_hat, y):
+        return tf.reduce_mean(tf.square(y_hat - y))
+
+    def plot(self, key, value, train=True):
+        self.step += 1
+        self.board.draw(self.step, float(value.numpy()), ("train_" if train else "val_") + key)
+
+    def training_step(self, batch):
+        """As d2l's Module.training_step."""
+        l = self.loss(self.forward(batch[0]), batch[1])
+        self.plot("loss", l, train=True)
+        return l
+
+
+class Trainer:
+    def __init__(self, model, data):
+        self.model, self.train_dataloader, self.train_batch_idx = model, data, 0
+
+
+def fit_epoch(self):
+    """As d2l's Trainer.fit_epoch (without its validation loop)."""
+    for batch in self.train_dataloader:
+        with tf.GradientTape() as tape:
+            loss = self.model.training_step(batch)
+        grads = tape.gradient(loss, [self.model.w])
+        self.model.w.assign_sub(0.1 * grads[0])
+        self.train_batch_idx += 1
+
+
+@pytest.mark.timeout(300)
+def test_a_training_step_that_plots_is_spliced_into_the_tape():
+    def make(log):
+        model = Model(log)
+        data = tf.data.Dataset.from_tensor_slices((X, Y)).batch(2)
+        trainer = Trainer(model, data)
+        return fit_epoch, {"w": model.w}, [(trainer,)] * 12
+    run = check(make, None, graph_calls=10, host_ops_allowed=ITERATING)
+    ops = graph_ops(next(iter(run.target.variants.values())).part)
+    assert ops["MatMul"] >= 2 and ops["AssignSubVariableOp"] == 1, ops
+
+
+def epoch(ds, w, log, lr):
+    for x, y in ds:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+            log.append(float(loss.numpy()))
+        w.assign_sub(lr * tape.gradient(loss, w))
+
+
+@pytest.mark.timeout(300)
+def test_loop_values_keep_their_rank_where_the_plan_cannot_hand_them_back():
+    """The loop's values took any shape, of unknown rank, where the plan cannot hand a
+    misfit back to the host (a host read inside the tape): `tf.matmul` then traced as
+    BatchMatMulV2, whose float32 result here is one ulp from eager's MatMul (1.6111536
+    against 1.6111538)."""
+    w0 = np.array([[-0.5329148769378662], [0.0861663892865181], [0.7052477598190308]],
+                  np.float32)
+
+    def make(log):
+        w = tf.Variable(w0)
+        ds = tf.data.Dataset.from_tensor_slices((X[2:], Y[2:])).batch(2)
+        return epoch, {"w": w}, [(ds, w, log, 0.0)] * 4  # (each call from w0)
+    run = check(make, None, host_ops_allowed=ITERATING)
+    ops = graph_ops(next(iter(run.target.variants.values())).part)
+    assert "BatchMatMulV2" not in ops and ops["MatMul"] >= 1, ops
+
+
+def noisy_loss(w, x, scale=2.0):
+    print("loss of", x.shape[0], "rows")
+    total = tf.reduce_sum(w * x) * scale
+    return total
+
+
+def noisy_step(w, x):
+    with tf.GradientTape() as tape:
+        loss = noisy_loss(w, x)
+        print("between")
+    w.assign_sub(0.1 * tape.gradient(loss, w))
+    return loss
+
+
+@pytest.mark.timeout(300)
+def test_a_helper_function_with_a_print_is_spliced_in_program_order():
+    """A module-level helper (a default argument too): its print and the caller's keep
+    their order, its TF work joins the tape's in the graph."""
+    def make(log):
+        w = tf.Variable([1.0, -2.0])
+        return noisy_step, {"w": w}, [(w, tf.constant([0.5, 1.5]))] * 5
+    run = check(make, None, host_ops_allowed=frozenset())
+    assert run.stdout.count("loss of 2 rows\nbetween\n") == 5
