@@ -369,6 +369,7 @@ class _Crossings:
             self._set_rescue(stmt, Key.RESCUE_EACH)  # held when an iteration starts
             self.block(stmt.body)
             self.loops.pop()
+            _check_after_back_edge(stmt.body, self.s.tf_since_check)
             touched = self.s.state_touched or touched
             self._rebind(stmt, tf_writes, host_writes, carried, tf_stmts)
             self.s.state_touched = touched
@@ -418,6 +419,18 @@ class _Crossings:
         for name in tf_writes - set(carried):
             self.s.side[name] = _LOST
             self.s.on_tf.discard(name)
+
+
+def _check_after_back_edge(body: list[gast.stmt], tf_at_end: bool) -> None:
+    """TF work ends a loop body with no host statement after it (`tf_at_end`): in the next
+    iteration the body's first host statement comes after it, and waits there for it as
+    after TF work in a straight line (`tf.print` then `print`; tfprog/iterations.py)."""
+    for stmt in flat_statements(body) if tf_at_end else ():
+        if anno.get(stmt, Key.MIRROR) or anno.get(stmt, Key.PLACE) == Place.HOST and \
+                not _trivial(stmt):
+            if not (anno.get(stmt, Key.BARRIER) or anno.get(stmt, Key.EXITS)):
+                anno.set(stmt, Key.CHECK, True)
+            return
 
 
 def _header_reads(stmt: gast.stmt) -> set[str]:

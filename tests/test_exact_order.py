@@ -11,16 +11,20 @@ dumps the sink's graph after optimization (TF_DUMP_GRAPH_PREFIX), and every Read
 must be ordered (a path either way) with every write of the same variable.
 """
 import collections
+import contextlib
 import glob
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
+import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow.core.framework import graph_pb2
 
 import background
+import gpe
 
 PROGRAM = '''
 import tensorflow as tf
@@ -111,3 +115,79 @@ def test_reads_and_writes_of_a_variable_stay_ordered_after_grappler():
         checked += sum(n.op in WRITES for n in graph.node)
         assert not unordered_pairs(graph), (name, unordered_pairs(graph))
     assert checked >= 2  # the sink's graph with the part's two writes was checked
+
+
+# A `print` and a `tf.print` in a loop the host runs: the host's print of one iteration
+# comes after the graph's print of the iteration before. The host went on as soon as it had
+# what it needed of that iteration (the tensor test, or nothing), and nothing made it wait
+# for the graph's print: when the graph was slower than the host (on a loaded machine, now
+# and then; here always, the graph's print waiting for a matmul) the two prints of
+# consecutive iterations came out swapped. The host now waits there by construction (a
+# check before its first statement of an iteration, whose token the graph sends once the
+# work of the iteration before is done: tfprog/iterations.py).
+SQUARE = tf.random.stateless_normal([256, 256], seed=[7, 8])
+
+
+def _slow(i):
+    """A value the graph's print waits for: slower than the host's way round the loop."""
+    return tf.reduce_sum(tf.matmul(SQUARE, tf.matmul(SQUARE, SQUARE))) + tf.cast(i, tf.float32)
+
+
+def counter_loop(n):
+    i = tf.constant(0)
+    while i < n:
+        print("host", "step")
+        tf.print("graph", i, _slow(i) > -1e30)
+        i += 1
+    return i
+
+
+def range_loop(n):
+    s = tf.constant(0)
+    for k in range(3):
+        print("host", k)
+        tf.print("graph", s, _slow(s) > -1e30)
+        s = s + n
+    return s
+
+
+@contextlib.contextmanager
+def _one_stream():
+    """Python's prints (sys.stdout) and tf.print's (the process's stderr) into one file, in
+    the order they were written; gives a function reading it."""
+    with tempfile.TemporaryFile() as out:
+        saved_fd, saved_stdout = os.dup(2), sys.stdout
+        sys.stderr.flush()
+        os.dup2(out.fileno(), 2)
+        sys.stdout = open(2, "w", buffering=1, closefd=False)
+        try:
+            yield lambda: (out.seek(0), out.read().decode())[1]
+        finally:
+            sys.stdout.flush()
+            sys.stdout = saved_stdout
+            os.dup2(saved_fd, 2)
+            os.close(saved_fd)
+
+
+def _printed(fn, calls: int) -> list[str]:
+    with _one_stream() as read:
+        for k in range(calls):
+            print("call", k)
+            fn(tf.constant(3))
+        sys.stdout.flush()
+        text = read()
+    return [line for line in text.splitlines() if line.split(" ")[0] in
+            ("call", "host", "graph")]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("loop", [counter_loop, range_loop], ids=["tensor_while", "range_for"])
+def test_print_and_tf_print_in_a_loop_keep_eager_order(loop):
+    calls = 8
+    eager = _printed(loop, calls)
+    sliced = gpe.function(loop, adaptive=False)
+    assert _printed(sliced, calls) == eager
+    assert len(eager) == calls * 7
+    stats = sliced.stats()
+    assert stats["graph_calls"] == calls - 3, stats  # the loop's TF work ran in the graph
+    assert not stats["fallbacks"], stats

@@ -24,7 +24,7 @@ from ..slicer.plan import ChannelKind, SlicePlan
 from .channels import NONE_SPEC, ValueSpec, any_size, flatten, read_variable, unflatten
 from .exact import exact_arithmetic
 from .hostvalue import HostValue, Speculated, constant, python_leaf_spec
-from . import asserts, losses, randomness, rows
+from . import asserts, iterations, losses, randomness, rows
 from .failing import can_fail
 from .unreached import Unreached, untraced
 
@@ -105,7 +105,7 @@ class TraceRuntime:
         self.uid = next(_part_ids)
         self.random = randomness.Recorder(plan, self.uid, seeds)
         self.losses = losses.Recorder()  # Keras losses its layers add (losses.py)
-        self.callees: dict = {}
+        self.callees, self.iterations = {}, iterations.Iterations()  # (loop bodies traced)
         self.waits: set[int] = set()
         self.unchecked: list = []  # ops that can fail at run time, not yet waited for
         self.flags: dict[int, tf.Tensor] = {}  # a with-block gate's decision (gate_in_with)
@@ -132,8 +132,8 @@ class TraceRuntime:
         """The host waits here only if TF work since the last wait can fail at run time."""
         self._note_failing_ops()
         self.specs[index] = []
-        if not self.unchecked:
-            return
+        if not self.unchecked:  # (in a loop, the iteration before may leave some)
+            return self.iterations.pending(index, _stateful_ops())
         self.waits.add(index)
         self.barrier(queues, index)
 
@@ -241,8 +241,10 @@ class TraceRuntime:
             # no rescue here: the iteration values take any shape of the rank profiled
             # (unknown, tf.matmul traces BatchMatMulV2, whose floats differ from MatMul's)
             specs = self.specs[index] = [any_size(s) for s in specs]
+        def receive():  # the flag and values an iteration starts with
+            return self._receive(queues[index], specs, [tf.int32], wrap=False)
         with tf.control_dependencies(self._earlier()):
-            first = self._receive(queues[index], specs, [tf.int32], wrap=False)
+            first = receive()
         outer, self.unchecked = self.unchecked, []
         n = len(specs)
 
@@ -254,12 +256,10 @@ class TraceRuntime:
         def step(*state):
             raw, values = state[1:n + 1], state[n + 1:]
             wrapped = [HostValue(t, s) if s.python else t for t, s in zip(raw, specs)]
-            alive, *values = body(*unflatten(self.layouts[index], wrapped), *values)
-            if _always(alive):
-                following = self._receive(queues[index], specs, [tf.int32], wrap=False)
-            else:
-                following = tf.cond(alive, lambda: self._receive(
-                    queues[index], specs, [tf.int32], wrap=False), stop)
+            with self.iterations.body(self, queues, state[0]) as left:
+                alive, *values = body(*unflatten(self.layouts[index], wrapped), *values)
+            with tf.control_dependencies(left):  # (the next iteration waits for them)
+                following = receive() if _always(alive) else tf.cond(alive, receive, stop)
             return (*following, *values)
 
         start = (*first, *carried)
@@ -358,7 +358,7 @@ class TraceRuntime:
     def barrier(self, queues, index):
         self._note_failing_ops()
         self.specs[index] = []
-        with tf.control_dependencies(_stateful_ops() + self.unchecked):
+        with tf.control_dependencies(_stateful_ops() + self.unchecked + self.iterations.after()):
             gen_data_flow_ops.queue_enqueue_v2(queues[index], [tf.constant(True)])
         self.unchecked = []
 
