@@ -191,3 +191,32 @@ def test_print_and_tf_print_in_a_loop_keep_eager_order(loop):
     stats = sliced.stats()
     assert stats["graph_calls"] == calls - 3, stats  # the loop's TF work ran in the graph
     assert not stats["fallbacks"], stats
+
+
+VALUES = tf.constant([1.0, 2.0, 3.0])
+
+
+def gathering_loop(n):
+    s = tf.constant(0.0)
+    for k in range(3):
+        print("host", k)
+        s = s + tf.gather(VALUES, n + k)
+    return s
+
+
+@pytest.mark.timeout(120)
+def test_an_error_ending_an_iteration_comes_before_the_next_iterations_host_work(capsys):
+    """The same class: a gather that fails at the end of an iteration raised only after
+    the host had gone on to the next iteration's print (and the error came later)."""
+    def run(fn):
+        for n in [0, 0, 0, 0, 0, 2]:
+            try:
+                fn(tf.constant(n))
+            except tf.errors.InvalidArgumentError:
+                print("raised")
+        return capsys.readouterr().out.splitlines()
+    eager = run(gathering_loop)
+    sliced = gpe.function(gathering_loop, adaptive=False)
+    assert run(sliced) == eager
+    assert eager[-3:] == ["host 0", "host 1", "raised"]
+    assert sliced.stats()["graph_calls"] == 3, sliced.stats()
