@@ -427,9 +427,12 @@ _session_lock = threading.Lock()
 def _freeze_gc() -> None:
     """Move every object alive now (TensorFlow's modules above all) out of the collector's
     reach: a full collection then costs milliseconds instead of ~100 ms, which otherwise
-    stalls the host for many pipelined calls. GPE_GC_FREEZE=0 turns this off."""
+    stalls the host for many pipelined calls. Only the young generations are collected
+    first: a full collection here is itself such a stall (~140 ms on the 2-core machine,
+    the largest part of gpe.load's way to its first call), and after importing
+    TensorFlow it found nothing to free. GPE_GC_FREEZE=0 turns this off."""
     if os.environ.get("GPE_GC_FREEZE", "1") != "0":
-        gc.collect()
+        gc.collect(1)
         gc.freeze()
 
 
