@@ -5,10 +5,12 @@
 
 Loading reads and checks the whole bundle first (tfprog/bundle.py: schema, TensorFlow
 version, checksums, ops), then imports the modules the index names, checks that their
-source is the one extracted from, and gives each function (the module's own
-`@gpe.function` object where it is one, so the module's callers use the bundle too) the
-precompiled variant. Captured variables are bound by name in those imported modules:
-the functions read and write the program's variables (see host/bundles/bundle_load.py). Calls
+source is the one extracted from and that what the functions captured is there (by name,
+kind, dtype and shape), and returns the functions (the module's own `@gpe.function`
+object where it is one, so the module's callers use the bundle too). Each gets its
+precompiled variant at its first call (a method's, per object), bound then to the
+program's variables (see host/bundles/bundle_load.py): loading builds no variant and
+starts nothing for functions the program does not call. Calls
 whose arguments do not match the declared types are handled as any gpe call (profiled
 and sliced from source). Nothing else runs: no code but the modules the index names and
 the generated host code of the functions it lists.
@@ -17,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from .host.bundles.bundle_load import Stale, check_sources, claim, install, resolve_function
+from .host.bundles.bundle_load import Stale, check_bindings, check_sources, claim, \
+    resolve_function
 from .host.call.function import SlicedFunction
 from .tfprog.bundle import Bundle, BundleError, read
 
@@ -71,11 +74,11 @@ def load(path: str, allow_ops: Iterable[str] = (), names: Iterable[str] | None =
             raise BundleError(path, "source-changed", f"{exc} (extract it again)") from None
         claim(bundle, name)
         out[name] = _sliced(bundle, name)
-        if bundle.functions[name].get("method"):  # installed per object, at its first call
-            out[name].bundle_entry = (bundle, name, True)
-            out[name].bundle_done.clear()
-        elif not _installed(out[name], bundle, name):
-            install(out[name], bundle, name)
+        if not bundle.functions[name].get("method"):
+            check_bindings(bundle, name)  # refused now, not at its first call
+        # installed at its first call (a method's per object): loading builds no variant
+        out[name].bundle_entry = (bundle, name, True)
+        out[name].bundle_done.clear()
     return Library(bundle, out)
 
 
@@ -86,9 +89,3 @@ def _sliced(bundle: Bundle, name: str) -> SlicedFunction:
         return fn
     return SlicedFunction(fn)
 
-
-def _installed(sliced: SlicedFunction, bundle: Bundle, name: str) -> bool:
-    """Whether `sliced` already runs this entry's FunctionDef (a bundle loaded twice)."""
-    function = bundle.functions[name]["function"]
-    return any(getattr(v.part.function, "name", None) == function
-               for v in sliced.variants.values() if v.part is not None)

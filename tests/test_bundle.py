@@ -273,7 +273,15 @@ for v, value in zip(variables, initial):
     v.assign(value)
 many.log.clear()
 
+installs = []  # the variants installed from the bundle: none at load, one per function called
+install = bundle_load.install
+def counting_install(sliced, bundle, name, instance=None):
+    installs.append(name)
+    return install(sliced, bundle, name, instance)
+bundle_load.install = counting_install
 lib = gpe.load(sys.argv[1])
+at_load = {"installs": list(installs), "variants": sum(len(lib[n].variants) for n in lib),
+           "registered": len(bundle_load.registered)}
 with eager_ops() as ops:
     sliced = go({"f3": lib.f3, "update": lib["blib.many.update"]})
 state = [v.numpy().tolist() for v in variables], list(many.log)
@@ -291,7 +299,9 @@ print(json.dumps({
                          and n not in templates),
     "templates_in_context": [n for n in templates if context.context().has_function(n)],
     "library": len(bundle.library), "host_ops": dict(user_ops(ops)),
-    "is_module_function": lib.update is many.update}))
+    "is_module_function": lib.update is many.update, "at_load": at_load,
+    "installs": installs, "functions": len(lib),
+    "with_variants": sorted(n for n in lib if lib[n].variants)}))
 """
 
 
@@ -325,6 +335,19 @@ def test_load_runs_in_the_graph_as_eager_without_slicing(loaded):
     assert report["registered"] == report["expected"] == report["in_context"]
     assert 4 < len(report["registered"]) <= 8 < report["library"]
     assert report["is_module_function"]
+
+
+def test_loading_installs_only_the_functions_called(loaded):
+    """gpe.load builds no variant: each function gets the bundle's at its first call (and
+    only once, whatever the batch size), so the functions a program never calls cost
+    nothing (counted, not timed)."""
+    done = loaded["client"]
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["at_load"] == {"installs": [], "variants": 0, "registered": 0}
+    assert report["functions"] > 10
+    assert sorted(report["installs"]) == ["blib.many.f3", "blib.many.update"]
+    assert report["with_variants"] == ["blib.many.f3", "blib.many.update"]
 
 
 NEIGHBOUR = """

@@ -9,9 +9,11 @@ names is imported, each captured variable or tensor is looked up there and check
 identities (and Python numbers' values) as a sliced variant's key does. So the bundle's
 functions use the program's variables, shared with its eager code.
 
-FunctionDefs are added to the eager context only when the sink first runs the part that
-calls them (`registered` lists them): a program calling 2 functions of a bundle of 50
-registers those 2 and their callees.
+Nothing is installed at load (`gpe.load` checks and binds by name only): an entry's
+variant is made at its function's first call (`method_call`), and its FunctionDefs are
+added to the eager context only when the sink first runs the part that calls them
+(`registered` lists them): a program calling 2 functions of a bundle of 50 builds 2
+variants and registers those 2 functions and their callees.
 """
 from __future__ import annotations
 
@@ -308,10 +310,17 @@ def _self_variable(bundle: Bundle, name: str, binding: dict, instance: Any) -> t
     return var
 
 
+def check_bindings(bundle: Bundle, name: str) -> None:
+    """Raise BundleError where what entry `name` (a function, not a method) captured is
+    not in the program as the bundle expects: `gpe.load` refuses it then, though the
+    variant is installed (and bound again) only at the function's first call."""
+    _bind(bundle, name, bundle.functions[name]["captured"])
+
+
 def installed(sliced, values: dict) -> bool:
     """Whether a bundle's variant was installed for this call of `sliced` (a new key):
-    one shipped next to its module (looked for once, at the first call), or a bundled
-    method's, per object."""
+    one shipped next to its module (looked for once, at the first call), or one of a
+    bundle the program loaded (its first call; a method's, per object)."""
     if sliced.bundled:
         sliced.bundled = False
         if from_neighbour(sliced):
@@ -320,14 +329,15 @@ def installed(sliced, values: dict) -> bool:
 
 
 def method_call(sliced, values: dict) -> bool:
-    """At a call of a bundled method whose key has no variant: install the bundle's
-    variant for the object it is called on (each object its own: the variables bound
-    are that object's); True if it did. An object whose variables do not match the
+    """At a call of a bundle's function whose key has no variant: install the bundle's
+    variant, once (`gpe.load` installs none: a function never called costs nothing);
+    a method's for the object it is called on (each object its own: the variables bound
+    are that object's). True if it did. An object whose variables do not match the
     bundle's: BundleError for a bundle the program loaded (gpe.load), said once and
     sliced from source for one shipped next to the module."""
     bundle, name, explicit = sliced.bundle_entry
-    entry = bundle.functions[name]
-    instance = values.get(entry["method"]["self"])
+    method = bundle.functions[name].get("method")
+    instance = values.get(method["self"]) if method else None
     if id(instance) in sliced.bundle_done:
         return False
     sliced.bundle_done.add(id(instance))
