@@ -32,6 +32,8 @@ class Key(enum.Enum):
             "entry value (slicer/chains.fixed_items)")
     SPLICE = ("function on a call of the user's own function the kinds pass could not judge "
               "all TF work: inside a TF `with` block, the call is spliced (slicer/splice.py)")
+    ARITY = ("int on a call spreading a tuple into a layer whose `call` takes *args: how "
+             "many positional parameters it names (slicer/arity.py)")
     CALLEE = ("bool: a call of a user function whose body is all TF work; the TF part calls "
               "the callee's own FunctionDef")
     CALLEE_READS = ("tuple of (dotted path, bool) on a CALLEE call: what the callee reads from "

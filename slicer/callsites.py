@@ -7,6 +7,7 @@ dotted paths. `inf` is the kinds pass's inferer (its facts, names, object lookup
 """
 from __future__ import annotations
 
+import copy
 import inspect
 
 import gast
@@ -30,6 +31,9 @@ def judged(arg_kinds: list[Kind], objects: list) -> bool:
 def target(inf, node: gast.Call) -> tuple | None:
     """(the user's function, the argument expressions it gets) for a call that may be
     a callee (see _callee), else None."""
+    if any(_spreads_nothing(inf, a) for a in node.args):  # `self.forward(X, *args)`
+        node = copy.copy(node)
+        node.args = [a for a in node.args if not _spreads_nothing(inf, a)]
     fn = inf.value_of(node.func)
     if anno.get(node.func, Key.KIND) == Kind.SLICED_FN or (
             isinstance(node.func, gast.Name) and node.func.id in inf.facts.objects
@@ -68,6 +72,16 @@ def target(inf, node: gast.Call) -> tuple | None:
     if args is None or inf.object_of(owner) is MISSING or not user_code(fn):
         return None
     return fn, [owner] + args
+
+
+def _spreads_nothing(inf, arg: gast.expr) -> bool:
+    """`*args` of an empty tuple fixed for the call (a layer's `call` judged for calls that
+    pass nothing there: slicer/layers.py)."""
+    if not (isinstance(arg, gast.Starred) and isinstance(arg.value, gast.Name)):
+        return False
+    fact = inf.facts.args.get(arg.value.id)
+    return fact is not None and fact.constant and fact.value == () and \
+        arg.value.id not in inf.rebound
 
 
 def _function_attribute(inf, func: gast.AST) -> bool:

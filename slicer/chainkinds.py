@@ -18,7 +18,7 @@ import gast
 from . import anno, nodes
 from .anno import Key
 from .chains import (CAPTURABLE, chain_root, chain_value, dotted, is_range, own_data, stable,
-                     static_value)
+                     static_value, test_truth)
 from .facts import Kind
 
 VARIABLE_LISTS = frozenset({"trainable_variables", "variables", "trainable_weights", "weights",
@@ -209,20 +209,21 @@ def fold_test(inf, test: gast.expr) -> None:
     value (a chain on an object, a folded argument): Key.FOLDED, its truth, so that the
     `if` becomes the branch it takes (hoist._taken; a callee's untaken lazy build or
     host branch is not judged)."""
-    operand, negate = test, False
-    if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
-        operand, negate = test.operand, True
-    if anno.has(test, Key.FOLDED) or not anno.get(operand, Key.CONSTANT):
+    if anno.has(test, Key.FOLDED) or not anno.get(test, Key.CONSTANT):
         return
+    truth = test_truth(test, lambda operand: _fixed(inf, operand))
+    if truth is not None:
+        anno.set(test, Key.FOLDED, truth)
+
+
+def _fixed(inf, operand: gast.expr) -> tuple | None:
+    """(the value) of a chain the key guards or an argument fixed for the call, else None."""
     if isinstance(operand, gast.Attribute) and anno.has(operand, Key.PATH):
-        value = inf.value_of(operand)
-    elif isinstance(operand, gast.Name) and operand.id in inf.facts.args and \
+        return (inf.value_of(operand),)
+    if isinstance(operand, gast.Name) and operand.id in inf.facts.args and \
             operand.id not in inf.rebound and inf.facts.args[operand.id].constant:
-        value = inf.facts.args[operand.id].value
-    else:
-        return
-    if type(value) in (bool, int, float) or value is None:
-        anno.set(test, Key.FOLDED, bool(value) != negate)
+        return (inf.facts.args[operand.id].value,)
+    return None
 
 
 def takes_user_objects(inf, node: gast.Call) -> bool:

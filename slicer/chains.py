@@ -7,6 +7,7 @@ rebinds, the objects it may mutate. Needs no annotations.
 from __future__ import annotations
 
 import inspect
+import operator
 import weakref
 from typing import Any
 
@@ -95,18 +96,43 @@ def _reached(fn: gast.AST, objects, dynamic_paths: frozenset):
 
 
 def _flag_value(test: gast.expr, objects, dynamic_paths: frozenset) -> bool | None:
-    """The truth of `obj.flag` or `not obj.flag` (a bool, number or None on an object
-    argument, not one that keeps changing) now; None for any other test."""
-    operand, negate = test, False
+    """The truth of a test on flags of object arguments (not ones that keep changing) now
+    (see test_truth); None for any other test."""
+    def value_of(operand):
+        root = chain_root(operand) if isinstance(operand, gast.Attribute) else None
+        if root is None or root.id not in objects or dotted(operand) in dynamic_paths:
+            return None
+        return (chain_value(operand, objects[root.id]),)
+    return test_truth(test, value_of)
+
+
+_COMPARE = {gast.Gt: operator.gt, gast.GtE: operator.ge, gast.Lt: operator.lt,
+            gast.LtE: operator.le, gast.Eq: operator.eq, gast.NotEq: operator.ne}
+
+
+def test_truth(test: gast.expr, value_of) -> bool | None:
+    """The truth of `flag`, `not flag`, `flag and ...` with a falsy flag (d2l's `kwargs and
+    "training" in kwargs`), or `number > literal` (`self.gradient_clip_val > 0`), where
+    `value_of(operand)` gives (its value) for an operand fixed for the call (a bool, a
+    number, None, an empty tuple or dict), else None; None for any other test."""
     if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
-        operand, negate = test.operand, True
-    root = chain_root(operand) if isinstance(operand, gast.Attribute) else None
-    if root is None or root.id not in objects or dotted(operand) in dynamic_paths:
+        inner = test_truth(test.operand, value_of)
+        return None if inner is None else not inner
+    if isinstance(test, gast.BoolOp) and isinstance(test.op, gast.And):
+        first = test_truth(test.values[0], value_of)
+        return False if first is False else None
+    if isinstance(test, gast.Compare) and len(test.ops) == 1 and \
+            type(test.ops[0]) in _COMPARE:
+        sides = [(c.value,) if isinstance(c, gast.Constant) else value_of(c)
+                 for c in (test.left, test.comparators[0])]
+        if any(s is None or type(s[0]) not in (bool, int, float) for s in sides):
+            return None
+        return bool(_COMPARE[type(test.ops[0])](sides[0][0], sides[1][0]))
+    value = value_of(test)
+    if value is None or not (type(value[0]) in (bool, int, float) or value[0] is None or
+                             value[0] in ((), {})):
         return None
-    value = chain_value(operand, objects[root.id])
-    if type(value) not in (bool, int, float) and value is not None:
-        return None
-    return bool(value) != negate
+    return bool(value[0])
 
 
 def keeps_object(method: Any, depth: int = 0) -> bool:

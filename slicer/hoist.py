@@ -84,6 +84,15 @@ def _pure_number(node: gast.expr) -> bool:
     return False
 
 
+def _static_dim(node: gast.expr) -> bool:
+    """`t.shape[i]` (a literal i) of a tensor: TF work that reads it is traced with the
+    tensor's static dimension, which is eager's wherever it is known (an unknown one, None,
+    fails the trace as a shape: the function then runs eagerly)."""
+    return isinstance(node, gast.Subscript) and isinstance(node.value, gast.Attribute) and \
+        node.value.attr == "shape" and anno.get(node.value.value, Key.KIND) in TF_KINDS and \
+        _literal(node.slice)
+
+
 def _number_operand(node: gast.expr) -> bool:
     if isinstance(node, gast.Constant):
         return type(node.value) in (int, float)
@@ -129,6 +138,8 @@ def _tf_operation(node: gast.expr) -> bool:
         return True  # `self.convs[i]`: a layer of a captured list (kinds)
     if isinstance(node, gast.Subscript) and anno.get(node, Key.ITEM):
         return True  # `hyperparams['lr']` on the entry value (kinds)
+    if _static_dim(node):
+        return True  # `Y_hat.shape[-1]` inside TF work: the trace's static shape
     if isinstance(node, (gast.BinOp, gast.UnaryOp, gast.Compare, gast.Subscript)):
         return kind in TF_KINDS or _literal(node)
     return False

@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 import gast
 
-from . import anno, callsites, chainkinds, fnargs, nodes, reproduced, splice
+from . import anno, arity, callsites, chainkinds, fnargs, nodes, reproduced, splice
 from .anno import Key
 from .facts import CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES, ORDERING_BUILTINS, STATIC_META, STRUCTURAL_BUILTINS, TF_KINDS, Facts, Kind
 from .chains import bound_names, chain_root, chain_value, fixed_items, is_range, is_static, mutated_roots, stable, static_value, stored_names
@@ -270,8 +270,8 @@ class _Inferer:
             # too, and runs it nested (host.call.CallContext.nested)
             anno.set(node.func, Key.KIND, Kind.SLICED_FN)
             return Kind.HOST
-        if fkind in (Kind.TF_OP, Kind.TF_EFFECT_OP) and not fnargs.traceable(
-                node, self.parsed, self.facts, self.callee):
+        if fkind in (Kind.TF_OP, Kind.TF_EFFECT_OP) and not (fnargs.traceable(
+                node, self.parsed, self.facts, self.callee) and arity.site(self, node)):
             anno.set(node.func, Key.KIND, Kind.HOST)  # it would run a function's Python
             return Kind.HOST  # once, when traced: the call stays on the host
         fkind = callsites.method_reads(self, node, fkind)  # model.compute_loss(...)

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import gast
 
-from . import anno, nodes
+from . import anno, arity, nodes
 from .anno import Key
 from .callees import pure_body, reads_python_numbers
 from .errors import Refusal
@@ -42,13 +42,19 @@ def judge_layer_call(call: Callable, layer: Any, classify: Callable[[Any], Kind]
     """(kind_of_layer_call's answer, and when it is None, why: the first statement of
     `call` that runs on the host, with its file and line, where one is found)."""
     params = list(inspect.signature(call).parameters.values())
-    if not params or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params[1:]):
-        # (what Keras passes through them depends on each call: not judged once per layer)
-        return None, "its `call` takes *args or **kwargs"
+    if not params or any(p.kind == p.KEYWORD_ONLY for p in params):
+        return None, "its `call` takes keyword-only arguments"
     self_name = params[0].name
     args = {self_name: ArgFact(Kind.HOST, constant=True, value=layer)}
     for param in params[1:]:
-        if param.default is param.empty:
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            # d2l's Module.call(self, X, *args, **kwargs): judged for calls that pass
+            # nothing there (what they pass varies per call); a call that may is checked
+            # where it is made (arity.py)
+            empty = () if param.kind == param.VAR_POSITIONAL else {}
+            args[param.name] = ArgFact(Kind.HOST_DATA, constant=True, value=empty)
+            arity.VARARGS[layer] = sum(p.kind == p.POSITIONAL_OR_KEYWORD for p in params[1:])
+        elif param.default is param.empty:
             args[param.name] = ArgFact(Kind.TENSOR)
         else:
             args[param.name] = ArgFact(Kind.PY_SCALAR, constant=True, value=param.default)

@@ -276,7 +276,8 @@ def _tf_calls(stmt: gast.stmt) -> gast.stmt:
     a sliced callee `f(a)` becomes `_gpe_rt.call(f, a)` (a call of f's own FunctionDef)."""
     def special(node):
         return isinstance(node, gast.Call) and (
-            anno.get(node.func, Key.KIND) == Kind.TF_CONSTANT or anno.get(node, Key.CALLEE))
+            anno.get(node.func, Key.KIND) == Kind.TF_CONSTANT or anno.get(node, Key.CALLEE)
+            or anno.has(node, Key.ARITY))
     if not any(special(n) or anno.get(n, Key.ROWS) for n in nodes.walk(stmt)):
         return stmt
     stmt = copy.deepcopy(stmt)  # the profile program keeps the original
@@ -298,6 +299,9 @@ def _tf_calls(stmt: gast.stmt) -> gast.stmt:
             # the branch its value when built takes (the call key guards the outcome)
             call.args[index] = templates.expr("_gpe_rt.speculate(v, seen)",
                                               v=call.args[index], seen=templates.expr(path))
+        if anno.has(call, Key.ARITY):  # `model(*batch[:-1])`: checked when traced
+            method = "call_exactly"
+            call.args = [gast.Constant(value=anno.get(call, Key.ARITY), kind=None)] + call.args
         call.args = [call.func] + call.args
         call.func = templates.expr(f"_gpe_rt.{method}")
     return stmt

@@ -158,6 +158,11 @@ class SlicePlan:
         """A crossing's name for a message: `loss`, or `model.variables` for a temporary."""
         return spell(name, dict(self.temporaries))
 
+    @property
+    def host_only_work(self) -> bool:
+        """No statement runs in the graph, nor a nested call's TF part."""
+        return not self.nested and all(line.place != "TF" for line in self.lines)
+
     def where(self, lineno: int) -> str:
         """The user's file and line, for messages."""
         return f"{os.path.basename(self.filename)}:{lineno}"

@@ -133,7 +133,8 @@ def test_an_object_a_tf_op_takes_whole_is_converted_each_call():
     with the first object's tensor and the key described the argument by its type only, so
     every later object, or the same one holding another tensor, ran on the first one's
     value (the class of issue 29 item 1, found again by the fuzzer's seed 343). The
-    conversion is host work now; the function still runs sliced."""
+    conversion is host work now, and a function with nothing left for the graph runs
+    eagerly (a variant would run its host work behind gpe's crossings)."""
     def helper(held):
         return tf.add(held, 1.0)
     sliced = gpe.function(helper, profile_calls=1)
@@ -145,7 +146,9 @@ def test_an_object_a_tf_op_takes_whole_is_converted_each_call():
         got.append(float(sliced(held)))
         want.append(float(helper(held)))
     assert got == want == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
-    assert sliced.stats()["graph_calls"] >= 9, sliced.stats()
+    stats = sliced.stats()
+    assert stats["graph_calls"] == 0 and any(
+        "no statement of it runs in the graph" in r for r in stats["fallbacks"]), stats
 
 
 def last_of(n):

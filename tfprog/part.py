@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import itertools
 import re
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from ..slicer.plan import ChannelKind, SlicePlan
 from .channels import NONE_SPEC, ValueSpec, any_size, flatten, read_variable, unflatten
 from .exact import exact_arithmetic
 from .hostvalue import HostValue, Speculated, constant, python_leaf_spec
-from . import asserts, iterations, losses, randomness, rows
+from . import asserts, iterations, losses, randomness, rows, usercalls
 from .failing import can_fail
 from .unreached import Unreached, untraced
 
@@ -385,12 +384,12 @@ class TraceRuntime:
         given a number the host sends is traced here, inline (a FunctionDef's arguments
         are tensors: the number's Python conversions would be lost)."""
         if any(isinstance(a, HostValue) for a in (*args, *kwargs.values())):
-            return _plain(fn)(*args, **kwargs)
-        return self.random.call(self.callees, fn, _plain, args, kwargs)
+            return usercalls.plain(fn)(*args, **kwargs)
+        return self.random.call(self.callees, fn, usercalls.plain, args, kwargs)
 
     @staticmethod
     def inline(fn, *args, **kwargs):  # a callee returning TF objects: the caller gets them
-        return _plain(fn)(*args, **kwargs)
+        return usercalls.plain(fn)(*args, **kwargs)
 
     @staticmethod
     def unrolled(fn, *args):
@@ -400,6 +399,7 @@ class TraceRuntime:
         return both.tf(owner, *args) if owner is not None else both.tf(*args)
 
     constant = staticmethod(constant)  # tf.constant on values the host sent
+    call_exactly = staticmethod(usercalls.call_exactly)  # a layer's *args left empty
 
     def done(self, status=None):
         return tf.constant(0, tf.int32)
@@ -414,17 +414,6 @@ class TraceRuntime:
                 tensor.set_shape(spec.shape)
             out.append(HostValue(tensor, spec) if spec.python and wrap else tensor)
         return out
-
-
-def _plain(fn):
-    """The user's own function behind one gpe wraps (`gpe run`): the callee's body was
-    found to be all TF work, so the TF part traces it as it is."""
-    if not getattr(type(fn), "_gpe_sliced", False):
-        return fn
-    owner = getattr(fn, "__self__", None)
-    if owner is not None:  # a sliced method bound to its instance
-        return functools.partial(fn.__func__.__wrapped__, owner)
-    return fn.__wrapped__
 
 
 LINE_SCOPE = re.compile(r"gpe(\d+)_L(\d+)")  # ops of part N from user line L: gpeN_LL/...

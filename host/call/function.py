@@ -295,7 +295,7 @@ class SlicedFunction:
             self.plain = self.auto or refusal.kind in WHOLE_FUNCTION_REFUSALS
         if plan is None:
             return self._eager(args, kwargs)
-        if (self.auto or self.replica_step) and not any(l.place == "TF" for l in plan.lines):
+        if (self.auto or self.replica_step) and self.builder.nothing_for_graph(plan):
             return self._no_tf_work(values, args, kwargs, plan)
         sibling = self.cache.sibling(plan)
         reshaped = self.builder.reshaped(plan, values, sibling)

@@ -93,6 +93,14 @@ class Builder:
                 raise refusal from exc
         self._unbuilt(unbuilt, judged)
         self.iterables[id(plan)] = dict(facts.iterables)
+        owner = self.owner
+        if self.nothing_for_graph(plan) and not (owner.auto or owner.replica_step):
+            # a variant would run every statement on the host, behind gpe's crossings
+            # (gpe run's functions and replicated steps: SlicedFunction._no_tf_work)
+            refusal = self.refusals[plan_key] = Refusal(
+                "no-tf-work", "no TF work: no statement of it runs in the graph (each is "
+                "host work: see explain)", "", plan.filename, plan.lineno)
+            raise refusal
         candidates.append((plan, self._capture_types(plan, values)))
         self.last_plan = plan
         self.taken_under[id(plan)] = assumed.plan_state()
@@ -100,6 +108,12 @@ class Builder:
             log.debug("sliced %s\n--- host ---\n%s\n--- TF ---\n%s", self.owner.__qualname__,
                       plan.host_source, plan.tf_source)
         return plan
+
+    def nothing_for_graph(self, plan: SlicePlan) -> bool:
+        """Nothing of `plan` runs in the graph, and no loop over an object remains that
+        the profile calls may yet see give tensors (it is speculated on first)."""
+        told, refused = self.iterables.get(id(plan), {}), self.owner.assumed.not_iterated
+        return plan.host_only_work and all(p in told or p in refused for p in plan.iterated)
 
     def current(self, plan: SlicePlan) -> bool:
         """Whether what the slicer is told about arguments (ints sent, not folded; names
