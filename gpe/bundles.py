@@ -22,6 +22,7 @@ from typing import Any, Iterable
 from .host.bundles.bundle_load import Stale, check_bindings, check_sources, claim, \
     resolve_function
 from .host.call.function import SlicedFunction
+from .host.runtime.session import get_session
 from .tfprog.bundle import Bundle, BundleError, read
 
 
@@ -63,6 +64,9 @@ def load(path: str, allow_ops: Iterable[str] = (), names: Iterable[str] | None =
     fit: see the module docstring. allow_ops: ops that read or write files or run Python
     (`ReadFile`, `PyFunc`, ...) that this bundle may use."""
     bundle = read(path, frozenset(allow_ops))
+    # gpe's start, before the modules are imported: its GC freeze (host/runtime/session)
+    # spares the collections their import may trigger a traversal of TensorFlow's heap
+    get_session()
     wanted = list(bundle.functions) if names is None else list(names)
     out: dict[str, SlicedFunction] = {}
     for name in wanted:
