@@ -724,7 +724,10 @@ class Gen:
         tape, loss, g = self.fresh("tape"), self.fresh("loss"), self.fresh("s")
         var = self.pick([v for v in ("V_s", "V_v") if v in self.vars])
         self.emit(depth, f"with tf.GradientTape() as {tape}:")
-        if var == "V_s":
+        via = self.tape_helper(s, depth + 1) if var == "V_s" else None
+        if via is not None:  # the loss computed by a helper called inside the tape
+            self.emit(depth + 1, f"{loss} = tf.square({via} - 1.0)")
+        elif var == "V_s":
             self.emit(depth + 1, f"{loss} = tf.square(V_s * {self.sc(s, 1)} - 1.0)")
         else:
             self.emit(depth + 1, f"{loss} = tf.reduce_sum(tf.square(V_v - {self.sc(s, 1)}))")
@@ -733,6 +736,22 @@ class Gen:
         s.names[loss] = SC
         if var == "V_s":
             s.names[g] = SC
+
+    def tape_helper(self, s: Scope, depth: int) -> str | None:
+        """`s = h0(V_s * x, k)` inside a tape, mostly, where a helper takes and gives a
+        scalar: gpe splices such a call (its host work, prints and conversions, stays on
+        the host; its TF work joins the tape's). The name it binds, or None."""
+        helpers = [h for h in self.helpers if h[2] == SC and h[1] and h[1][0][1] in (SC, VEC)]
+        if not helpers or not self.chance(0.8):
+            return None
+        name, params, _ = self.pick(helpers)
+        args = [f"V_s * {self.value(s, params[0][1])}"]
+        for _, kind, _ in params[1:]:
+            value = self.value(s, kind)
+            args.append(f"min({value}, 3)" if name.startswith("hr") and kind == INT else value)
+        via = self.fresh("s")
+        self.emit(depth, f"{via} = {name}({', '.join(args)})")
+        return via
 
     def s_var_while(self, s: Scope, depth: int) -> None:
         """A while on a variable of its own, moved by at least 1.0 an iteration towards its
