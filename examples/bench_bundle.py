@@ -1,10 +1,30 @@
-"""Time to the first sliced call of mylib.model.train_step: from its bundle vs from source.
+"""Time to the first call of mylib.model.train_step: gpe.load vs tf.saved_model.load, and
+from its bundle vs from source.
 
-    gpe extract examples/mylib -o /tmp/mylib_bundle
-    python examples/bench_bundle.py /tmp/mylib_bundle [--repeats 5] [--warm]
+    python examples/bench_bundle.py [BUNDLE] [--repeats 5] [--warm] [--only saved-model]
 
-Each measurement is a fresh process; the clock starts after `import tensorflow, gpe` and
-stops (1) when the function's variant is ready, before the session runs it, and (4) when
+The bench exports mylib's six functions (train_step, loss, predict, normalise and the
+Regressor's two methods) into a temporary folder twice: as a gpe bundle (`gpe extract
+examples/mylib`, unless BUNDLE is given) and as a SavedModel, the form a library ships
+precompiled functions in today: a tf.Module tracking mylib's variables, each function a
+tf.function with the bundle's input signature, saved by tf.saved_model.save. Every
+measurement is a fresh process (the two ways interleaved, each first in turn, medians).
+
+1. gpe.load against tf.saved_model.load. Both processes import TensorFlow and make the
+arguments (x [32, 8], y, lr) before the clock, then run gc.collect() (the collector in the
+same state in both). The clock then measures, per way: loading (gpe: `import gpe` and
+`gpe.load(bundle)`, which imports mylib, whose variables are made by its own code;
+SavedModel: `tf.saved_model.load(path)`, which restores them from its checkpoint), and
+until `float(lib.train_step(x, y, lr))` has returned: the first call, its result
+materialised (the same loss both ways: checked). gpe's first call must have run in the
+graph (counted). With --warm both pay TensorFlow's own first costs before the clock.
+Python modules are byte-compiled once (PYTHONPYCACHEPREFIX in the temporary folder, an
+untimed run of each way first), as an installed package's are: this machine sets
+PYTHONDONTWRITEBYTECODE, under which each process compiled gpe's ~100 modules again
+(~90 ms that TensorFlow's own, compiled at install, do not cost).
+
+2. From source against from the bundle (gpe only): the clock starts after
+`import tensorflow, gpe` and stops (1) when the function's variant is ready, before the session runs it, and (4) when
 the first call that ran in the graph has returned its loss (float(loss)); (2) is the wall
 time spent making the session's sink program for the new part (tfprog/sink.py), (3) the
 wall time TensorFlow spent instantiating that sink (Sink.prepare, on the session's
@@ -19,8 +39,28 @@ instantiates the sink with the part inlined, then runs each kernel for the first
 its first function with a queue) before the clock, as any program that used TensorFlow
 before calling the library has. Prints medians and ratios.
 
-Measured on the 2-core machine shared with the test suite (load about 9, medians of 5;
-before = the sink traced in Python for every part set):
+Measured 2026-11-27 on the 2-core machine shared with other work (load 2 to 4, medians
+of 9, one run; README's "Bundles against SavedModel"):
+  1. loaded:                 SavedModel  70.8 ms, gpe  67.5 ms (1.05x)
+     first call returned:    SavedModel 137.6 ms, gpe 159.5 ms (0.86x; CPU 0.85x)
+     with --warm (2nd run):  SavedModel  92.2 ms, gpe 129.6 ms (0.71x)
+     before gpe's session froze the heap without a full collection first and gpe.load
+     made the variants at first call: 115 ms against 276 ms (0.42x, 5 processes)
+  2. variant ready:          source 142.6 ms, bundle 20.6 ms (gpe.load returned; 6.9x)
+     first call returned:    source 224.7 ms, bundle 115.2 ms (1.95x; CPU 1.98x)
+Where gpe's first call loses to the SavedModel's: ~15 ms of Python (the call's queues, the
+packed handles, the sink made from the templates), then TensorFlow instantiating the sink
+(~160 nodes: the loop, the queues, the inlining's Identity and NoOp nodes that gpe's exact
+arithmetic keeps, the None batch's shape arithmetic) on the session's instantiating
+thread: 45-50 ms, about half of it oneDNN's per-thread kernel-registry scans, where the
+SavedModel instantiates one 70-node function on the main thread in ~35 ms. Tried and
+dropped: instantiating a stand-in sink on that thread during gpe.load (the scans for the
+template's few op types; it slowed the load more than it saved); instantiating the first
+sink on the calling thread saves 5-10 ms (host/runtime/sinks.py, not changed).
+
+Earlier (before those numbers were measured with byte-compiled modules), on the same
+machine at load about 9, medians of 5; before = the sink traced in Python for every part
+set:
   until the variant is ready:        source 1592 ms, bundle 260 ms (6.1x)
   making the sink (wall):            source  329 ms, bundle  45 ms (before: 225 ms)
   until the first call returned:     source 2457 ms, bundle 1054 ms (2.3x; before 1.8x)
@@ -59,10 +99,18 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+WARM = r"""
+if {warm!r}:  # TensorFlow's own first costs, paid by any program that used TF before
+    tf.matmul(x, tf.ones([8, 2]))  # (oneDNN's start, the function runtime's start)
+    _q = tf.queue.FIFOQueue(-1, [tf.int32])
+    _q.enqueue(-1)
+    tf.function(lambda: tf.while_loop(lambda i: i >= 0, lambda i: i, [_q.dequeue()]))()
+"""
 
 CHILD = r"""
 import sys, time
-sys.path.insert(0, {here!r})
 import tensorflow as tf
 import gpe
 from gpe.host.runtime import session
@@ -72,11 +120,7 @@ get_session()  # gpe's one-time start (it freezes the objects alive now out of t
 x = tf.random.stateless_normal([32, 8], seed=[1, 2])
 y = tf.reduce_sum(x[:, :3], axis=1, keepdims=True)
 lr = tf.constant(0.05)
-if {warm!r}:  # TensorFlow's own first costs, paid by any program that used TF before
-    tf.matmul(x, tf.ones([8, 2]))  # (oneDNN's start, the function runtime's start)
-    _q = tf.queue.FIFOQueue(-1, [tf.int32])
-    _q.enqueue(-1)
-    tf.function(lambda: tf.while_loop(lambda i: i >= 0, lambda i: i, [_q.dequeue()]))()
+""" + WARM + r"""
 sink_s = [0.0]
 build = session.build_sink
 def timed_build(*args, **kwargs):  # the session's sink made for the new part
@@ -118,43 +162,160 @@ print(ready - start, sink_s[0], prepare_s[0], time.perf_counter() - start,
       time.process_time() - cpu, step.stats()["profile_calls"])
 """
 
-PHASES = ["its variant is ready (before the session runs it)",
+# the same functions as a SavedModel: each a tf.function with the bundle's input
+# signature, the variables they use tracked by one tf.Module (saved with their values)
+EXPORT = r"""
+import sys
+import tensorflow as tf
+from mylib import model
+X, Y, LR = model.X, model.Y, model.LR
+fit_step, call = model.Regressor.fit_step.fn, model.Regressor.__call__.fn
+lib = tf.Module()
+lib.tracked = [model.W1, model.B1, model.head, model.regressor]
+lib.predict = tf.function(model.predict.fn, input_signature=[X])
+lib.loss = tf.function(model.loss.fn, input_signature=[X, Y])
+lib.train_step = tf.function(model.train_step.fn, input_signature=[X, Y, LR])
+lib.normalise = tf.function(model.normalise, input_signature=[X])
+lib.regressor_call = tf.function(lambda x: call(model.regressor, x), input_signature=[X])
+lib.regressor_fit_step = tf.function(lambda x, y, lr: fit_step(model.regressor, x, y, lr),
+                                     input_signature=[X, Y, LR])
+tf.saved_model.save(lib, sys.argv[1])
+"""
+
+# from `import tensorflow` done (both) to train_step's first result as a Python float
+LOAD = r"""
+import sys, time
+import tensorflow as tf
+x = tf.random.stateless_normal([32, 8], seed=[1, 2])
+y = tf.reduce_sum(x[:, :3], axis=1, keepdims=True)
+lr = tf.constant(0.05)
+""" + WARM + r"""
+import gc
+gc.collect()  # the collector's state the same in both: no full collection pending
+cpu = time.process_time()
+start = time.perf_counter()
+if {saved!r}:
+    lib = tf.saved_model.load({path!r})
+else:
+    import gpe
+    lib = gpe.load({path!r})
+loaded = time.perf_counter()
+value = float(lib.train_step(x, y, lr))
+end = time.perf_counter()
+graph_calls = -1 if {saved!r} else lib.train_step.stats()["graph_calls"]
+print(loaded - start, end - start, time.process_time() - cpu, value, graph_calls)
+"""
+
+PHASES = ["its variant is ready (from source: before the session runs it; from the "
+          "bundle: gpe.load returned, the variant made at the first call)",
           "the session's sink is made for it (wall time inside build_sink)",
           "TensorFlow has instantiated the sink (wall time inside Sink.prepare)",
           "the first sliced call has returned",
           "the first sliced call has returned, in CPU time (all threads)"]
+LOAD_PHASES = ["the library is loaded (functions returned)",
+               "the first call of train_step has returned (float(loss))",
+               "the first call has returned, in CPU time (all threads)"]
 
 
-def measure(bundle: str, warm: bool) -> tuple[list[float], int]:
+def child_env(work: str) -> dict:
+    """The children's environment: the checkout and examples/ on the path, and modules
+    byte-compiled once (into `work`), as an installed package's are: this machine's
+    PYTHONDONTWRITEBYTECODE would otherwise have each child compile gpe from source."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, HERE]),
+               PYTHONPYCACHEPREFIX=os.path.join(work, "pycache"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def python(code: str, work: str, *args: str) -> str:
     with tempfile.TemporaryDirectory() as cwd:  # not the repository root (its gpe/ folder)
-        out = subprocess.run([sys.executable, "-c", CHILD.format(here=HERE, bundle=bundle,
-                                                                 warm=warm)],
-                             cwd=cwd, capture_output=True, text=True, check=True, timeout=300)
-    *seconds, profiled = out.stdout.split()[-6:]
+        out = subprocess.run([sys.executable, "-c", code, *args], cwd=cwd,
+                             env=child_env(work), capture_output=True, text=True,
+                             timeout=300)
+    if out.returncode:
+        raise RuntimeError(f"a child process failed:\n{out.stderr[-3000:]}")
+    return out.stdout
+
+
+def export(work: str, bundle: str | None) -> tuple[str, str]:
+    """mylib's functions as a gpe bundle (unless given) and as a SavedModel, in `work`."""
+    if bundle is None:
+        bundle = os.path.join(work, "bundle")
+        python("import sys; from gpe.cli import main; sys.exit(main(sys.argv[1:]))", work,
+               "extract", os.path.join(HERE, "mylib"), "-o", bundle)
+    saved = os.path.join(work, "saved_model")
+    python(EXPORT, work, saved)
+    return bundle, saved
+
+
+def measure(bundle: str, warm: bool, work: str) -> tuple[list[float], int]:
+    out = python(CHILD.format(bundle=bundle, warm=warm), work)
+    *seconds, profiled = out.split()[-6:]
     return [float(s) for s in seconds], int(profiled)
+
+
+def measure_load(path: str, saved: bool, warm: bool, work: str) -> tuple[list[float], str]:
+    *seconds, value, graph_calls = python(LOAD.format(path=path, saved=saved, warm=warm),
+                                          work).split()[-5:]
+    assert saved or graph_calls == "1", "gpe's first call did not run in the graph"
+    return [float(s) for s in seconds], value
+
+
+def report(title: str, phases: list[str], rows: dict[str, list[list[float]]]) -> None:
+    """Medians per phase of each way (the first is the ratio's numerator)."""
+    (first, a), (second, b) = rows.items()
+    for i, what in enumerate(phases):
+        print(f"{title}: until {what} (median of {len(a)}):")
+        for name, runs in rows.items():
+            values = sorted(round(v[i] * 1e3) for v in runs)
+            print(f"  {name:>18}: {statistics.median(v[i] for v in runs) * 1e3:7.1f} ms"
+                  f"  {values}")
+        ratio = statistics.median(v[i] for v in a) / statistics.median(v[i] for v in b)
+        print(f"  {first} / {second}: {ratio:.2f}x")
+
+
+def compare_saved_model(bundle: str, saved: str, repeats: int, warm: bool,
+                        work: str) -> None:
+    for path, is_saved in ((saved, True), (bundle, False)):  # untimed: TF's and gpe's
+        measure_load(path, is_saved, warm, work)             # modules byte-compiled
+    rows: dict[str, list[list[float]]] = {"tf.saved_model.load": [], "gpe.load": []}
+    for n in range(repeats):  # interleaved, each first in turn
+        ways = [("tf.saved_model.load", saved, True), ("gpe.load", bundle, False)]
+        values = set()
+        for name, path, is_saved in ways[::1 if n % 2 == 0 else -1]:
+            seconds, value = measure_load(path, is_saved, warm, work)
+            rows[name].append(seconds)
+            values.add(value)
+        assert len(values) == 1, f"the first losses differ: {values}"
+    report("train_step", LOAD_PHASES, rows)
+
+
+def compare_source(bundle: str, repeats: int, warm: bool, work: str) -> None:
+    rows: dict[str, list[list[float]]] = {"from source": [], "from bundle": []}
+    for _ in range(repeats):
+        rows["from source"].append(measure("", warm, work)[0])
+        seconds, profiled = measure(bundle, warm, work)
+        assert profiled == 0, "the bundle's function was profiled: it was not used"
+        rows["from bundle"].append(seconds)
+    report("train_step", PHASES, rows)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("bundle")
+    parser.add_argument("bundle", nargs="?",
+                        help="mylib's bundle (default: extracted into a temp folder)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--warm", action="store_true",
                         help="let TensorFlow pay its own first costs before the clock")
+    parser.add_argument("--only", choices=["saved-model", "source"],
+                        help="one comparison only")
     args = parser.parse_args()
-    bundle = os.path.abspath(args.bundle)
-    source, loaded = [], []
-    for _ in range(args.repeats):
-        source.append(measure("", args.warm)[0])
-        seconds, profiled = measure(bundle, args.warm)
-        assert profiled == 0, "the bundle's function was profiled: it was not used"
-        loaded.append(seconds)
-    for i, what in enumerate(PHASES):
-        s = statistics.median(v[i] for v in source)
-        b = statistics.median(v[i] for v in loaded)
-        print(f"train_step, until {what} (median of {args.repeats}):")
-        print(f"  from source: {s * 1e3:7.1f} ms  {sorted(round(v[i] * 1e3) for v in source)}")
-        print(f"  from bundle: {b * 1e3:7.1f} ms  {sorted(round(v[i] * 1e3) for v in loaded)}")
-        print(f"  ratio: {s / b:.1f}x")
+    with tempfile.TemporaryDirectory() as work:
+        bundle, saved = export(work, args.bundle and os.path.abspath(args.bundle))
+        if args.only != "source":
+            compare_saved_model(bundle, saved, args.repeats, args.warm, work)
+        if args.only != "saved-model":
+            compare_source(bundle, args.repeats, args.warm, work)
 
 
 if __name__ == "__main__":
