@@ -353,6 +353,49 @@ def test_loading_installs_only_the_functions_called(loaded):
     assert report["with_variants"] == ["blib.many.f3", "blib.many.update"]
 
 
+TWO_THREADS = """
+import json, sys, threading, time
+import tensorflow as tf
+import gpe
+from gpe.host.bundles import bundle_load
+installs = []
+install = bundle_load.install
+def slow_install(*args, **kwargs):  # the other thread's first call arrives meanwhile
+    installs.append(args[2])
+    time.sleep(0.3)
+    return install(*args, **kwargs)
+bundle_load.install = slow_install
+from blib import many
+lib = gpe.load(sys.argv[1])
+x = tf.reshape(tf.range(12, dtype=tf.float32), [3, 4]) / 7 - 0.5
+barrier, out = threading.Barrier(2), [None, None]
+def call(i):
+    barrier.wait()
+    out[i] = lib.f3(x).numpy().tolist()
+threads = [threading.Thread(target=call, args=(i,)) for i in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(json.dumps({"installs": installs, "stats": lib.f3.stats(),
+                  "same": out[0] == out[1] == many.f3.fn(x).numpy().tolist()}))
+"""
+
+
+def test_two_threads_first_calls_install_once(built):
+    """Two threads' first calls of a loaded function at once: one installs the bundle's
+    variant, the other waits for it (it was profiled and sliced from source)."""
+    folder, out, _ = built
+    script = os.path.join(folder, "two_threads.py")
+    with open(script, "w") as f:
+        f.write(TWO_THREADS)
+    done = run([sys.executable, script, out], folder)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["installs"] == ["blib.many.f3"] and report["same"]
+    assert report["stats"]["profile_calls"] == 0 and report["stats"]["calls"] == 2
+
+
 NEIGHBOUR = """
 import sys, warnings
 import numpy as np

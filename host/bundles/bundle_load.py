@@ -22,6 +22,7 @@ import importlib
 import logging
 import os
 import sys
+import threading
 import warnings
 from typing import Any
 
@@ -338,16 +339,20 @@ def method_call(sliced, values: dict) -> bool:
     bundle, name, explicit = sliced.bundle_entry
     method = bundle.functions[name].get("method")
     instance = values.get(method["self"]) if method else None
-    if id(instance) in sliced.bundle_done:
-        return False
-    sliced.bundle_done.add(id(instance))
-    try:
-        return install(sliced, bundle, name, instance) is not None
-    except BundleError as exc:
-        if explicit:
-            raise
-        _warn_once(f"{bundle.path}:{id(instance)}", f"{exc}; sliced from source")
+    with _installing:  # two threads' first calls: one installs, the other then finds it
+        if id(instance) in sliced.bundle_done:
+            return False
+        sliced.bundle_done.add(id(instance))
+        try:
+            return install(sliced, bundle, name, instance) is not None
+        except BundleError as exc:
+            if explicit:
+                raise
+            _warn_once(f"{bundle.path}:{id(instance)}", f"{exc}; sliced from source")
     return False
+
+
+_installing = threading.Lock()
 
 
 # a bundle shipped next to a library's module ------------------------------------------
