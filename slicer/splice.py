@@ -44,10 +44,15 @@ def note(inf, node: gast.Call, fn: Any) -> None:
     attributes the objects hold themselves (no property computing one each time)."""
     if not isinstance(fn, types.FunctionType):
         return
-    func = node.func
-    if isinstance(func, gast.Attribute) and not _held(inf, func.value):
-        return
-    anno.set(node, Key.SPLICE, fn)
+    func, bound = node.func, False
+    if isinstance(func, gast.Attribute):
+        # a method of the object (`self.model.training_step`): bound to the chain it is
+        # called on; a function an object or module holds (`h.loss_fn`, `d2l.linreg`): not
+        value = inf.value_of(func)
+        bound = inspect.ismethod(value) and value.__self__ is inf.value_of(func.value)
+        if bound and not _held(inf, func.value) or not bound and inspect.ismethod(value):
+            return
+    anno.set(node, Key.SPLICE, (fn, bound))
 
 
 def _held(inf, chain: gast.expr) -> bool:
@@ -68,8 +73,9 @@ def _held(inf, chain: gast.expr) -> bool:
 
 
 def sites(fn_node: gast.FunctionDef) -> dict[int, Any]:
-    """{position of the statement in `nodes.walk(fn_node)`: its callee} for each `target =
-    callee(...)` statement inside a TF `with` block whose call the kinds pass marked."""
+    """{position of the statement in `nodes.walk(fn_node)`: (its callee, whether a method)}
+    for each `target = callee(...)` statement inside a TF `with` block whose call the kinds
+    pass marked."""
     inside = set()
     for stmt in nodes.walk(fn_node):
         if isinstance(stmt, gast.With) and all(
@@ -89,7 +95,7 @@ def _own(stmts: list[gast.stmt]):
                 yield from _own(getattr(stmt, field, []) or [])
 
 
-def splice(fn_node: gast.FunctionDef, where: dict[int, Any], caller: Any) -> int:
+def splice(fn_node: gast.FunctionDef, where: dict[int, tuple], caller: Any) -> int:
     """Replace the statements at `where` (positions in `nodes.walk`: `fn_node` is the tree
     `sites` was given a copy of, before any pass) by their callees' bodies, where that is
     certain to be equivalent; returns how many were."""
@@ -105,8 +111,8 @@ def splice(fn_node: gast.FunctionDef, where: dict[int, Any], caller: Any) -> int
                 if getattr(stmt, field, None) and not isinstance(
                         stmt, (gast.FunctionDef, gast.ClassDef)):
                     setattr(stmt, field, rewrite(getattr(stmt, field)))
-            fn = wanted.get(id(stmt))
-            body = _spliced(stmt, fn, caller, fn_node) if fn is not None else None
+            site = wanted.get(id(stmt))
+            body = _spliced(stmt, *site, caller, fn_node) if site is not None else None
             if body is None:
                 out.append(stmt)
             else:
@@ -117,9 +123,10 @@ def splice(fn_node: gast.FunctionDef, where: dict[int, Any], caller: Any) -> int
     return done
 
 
-def _spliced(stmt: gast.Assign, fn: Any, caller: Any, fn_node: gast.FunctionDef
-             ) -> list[gast.stmt] | None:
-    """The statements that run `target = fn(...)` as Python would, or None."""
+def _spliced(stmt: gast.Assign, fn: Any, bound: bool, caller: Any,
+             fn_node: gast.FunctionDef) -> list[gast.stmt] | None:
+    """The statements that run `target = fn(...)` as Python would (`bound`: a method,
+    its first parameter the object the call's chain names), or None."""
     call = stmt.value
     if not _eligible(fn, caller) or any(isinstance(a, gast.Starred) for a in call.args) or \
             any(k.arg is None for k in call.keywords):
@@ -128,8 +135,9 @@ def _spliced(stmt: gast.Assign, fn: Any, caller: Any, fn_node: gast.FunctionDef
         callee = parse(fn).node
     except Exception:  # noqa: BLE001 (no source, a changed file: not spliced)
         return None
-    receiver = _receiver(call, fn)
-    if receiver is False or not _plain_body(callee):
+    receiver = call.func.value if bound else None
+    if not _plain_body(callee) or (not bound and not isinstance(
+            call.func, (gast.Name, gast.Attribute))):
         return None
     params = [a.id for a in callee.args.args]
     given = ([receiver] if receiver is not None else []) + list(call.args)
@@ -181,23 +189,6 @@ def _eligible(fn: Any, caller: Any) -> bool:
                 inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_VARARGS |
                 inspect.CO_VARKEYWORDS | inspect.CO_ASYNC_GENERATOR))
             and not fn.__kwdefaults__)
-
-
-def _receiver(call: gast.Call, fn: Any):
-    """The object a method is called on (an attribute chain), None for a function called
-    by name, False for any other call."""
-    func = call.func
-    if isinstance(func, gast.Name):
-        return None
-    if isinstance(func, gast.Attribute) and _chain(func.value):
-        return func.value
-    return False
-
-
-def _chain(node: gast.expr) -> bool:
-    while isinstance(node, gast.Attribute):
-        node = node.value
-    return isinstance(node, gast.Name)
 
 
 def _plain_body(fn: gast.FunctionDef) -> bool:

@@ -225,3 +225,32 @@ def test_a_comparison_of_a_number_the_key_guards_takes_its_branch():
         return clipped_step, {"w": w}, calls
     run = check(make, None, graph_calls=5, host_ops_allowed=frozenset())
     assert "if cfg.clip" not in run.target.last_plan.host_source
+
+
+def scaled_loss(y_hat, y, scale=1.0):
+    print("scaled")
+    return tf.reduce_sum(tf.square(y_hat - y)) * scale
+
+
+class Holder:
+    def __init__(self, w):
+        self.w, self.loss_fn = w, scaled_loss  # a plain function an object holds
+
+
+def held_function_step(h, x, y):
+    with tf.GradientTape() as tape:
+        loss = h.loss_fn(x * h.w, y)
+    h.w.assign_sub(0.1 * tape.gradient(loss, h.w))
+    return loss
+
+
+@pytest.mark.timeout(300)
+def test_a_function_an_object_holds_is_spliced_without_a_receiver():
+    """`h.loss_fn(a, b)` calls a plain function the object holds: no `self` is bound (a
+    first version took `h` for its first parameter: `scale` got `y`)."""
+    def make(log):
+        w = tf.Variable([1.0, -2.0])
+        h = Holder(w)
+        return held_function_step, {"w": w}, [(h, tf.constant([0.5, 1.5]),
+                                                tf.constant([1.0, 1.0]))] * 4
+    check(make, None, host_ops_allowed=frozenset())
