@@ -192,8 +192,8 @@ def _eligible(fn: Any, caller: Any) -> bool:
 
 
 def _plain_body(fn: gast.FunctionDef) -> bool:
-    """No `global`/`nonlocal`, no yield, no nested def or class, and no `return` but the
-    last statement of the body; only positional parameters."""
+    """No `global`/`nonlocal`, no yield, no nested def or class, no `return` but the last
+    statement of the body, no private name (mangled); only positional parameters."""
     args = fn.args
     if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
         return False
@@ -204,6 +204,9 @@ def _plain_body(fn: gast.FunctionDef) -> bool:
             return False
         if isinstance(node, gast.Return) and node is not fn.body[-1]:
             return False
+        name = node.attr if isinstance(node, gast.Attribute) else getattr(node, "id", "")
+        if isinstance(name, str) and name.startswith("__") and not name.endswith("__"):
+            return False  # `self.__x`: Python mangles it with the class the method is in
     return True
 
 

@@ -254,3 +254,33 @@ def test_a_function_an_object_holds_is_spliced_without_a_receiver():
         return held_function_step, {"w": w}, [(h, tf.constant([0.5, 1.5]),
                                                 tf.constant([1.0, 1.0]))] * 4
     check(make, None, host_ops_allowed=frozenset())
+
+
+class Private:
+    def __init__(self, w):
+        self.__w = w
+
+    def loss(self, x):
+        print("private")
+        return tf.reduce_sum(self.__w * x)
+
+    @property
+    def w(self):
+        return self.__w
+
+
+def private_step(p, x):
+    with tf.GradientTape() as tape:
+        loss = p.loss(x)
+    p.w.assign_sub(0.1 * tape.gradient(loss, p.w))
+    return loss
+
+
+@pytest.mark.timeout(300)
+def test_a_method_reading_a_private_attribute_is_not_spliced():
+    """`self.__w` is `self._Private__w` in Private's methods only: written out in the caller
+    it would read another attribute. Such a method stays a call (identical to eager)."""
+    def make(log):
+        w = tf.Variable([1.0, -2.0])
+        return private_step, {"w": w}, [(Private(w), tf.constant([0.5, 1.5]))] * 4
+    check(make, None, graph_calls=0)
