@@ -136,7 +136,8 @@ def _spliced(stmt: gast.Assign, fn: Any, bound: bool, caller: Any,
     except Exception:  # noqa: BLE001 (no source, a changed file: not spliced)
         return None
     receiver = call.func.value if bound else None
-    if not _plain_body(callee) or (not bound and not isinstance(
+    if not _plain_body(callee) or not _defaults_as_written(fn, callee) or (
+            not bound and not isinstance(
             call.func, (gast.Name, gast.Attribute))):
         return None
     params = [a.id for a in callee.args.args]
@@ -188,7 +189,18 @@ def _eligible(fn: Any, caller: Any) -> bool:
             and not code.co_freevars and not (code.co_flags & (
                 inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_VARARGS |
                 inspect.CO_VARKEYWORDS | inspect.CO_ASYNC_GENERATOR))
-            and not fn.__kwdefaults__)
+            and not fn.__kwdefaults__ and not hasattr(fn, "__wrapped__"))  # (a decorator's
+                                                                            # work is its own)
+
+
+def _defaults_as_written(fn: Any, node: gast.FunctionDef) -> bool:
+    """The function's default values are still the literals its source has (code can set
+    `__defaults__`): a default spliced in is the literal."""
+    written = node.args.defaults
+    held = fn.__defaults__ or ()
+    return len(written) == len(held) and all(
+        not isinstance(w, gast.Constant) or (type(w.value) is type(h) and w.value == h)
+        for w, h in zip(written, held))
 
 
 def _plain_body(fn: gast.FunctionDef) -> bool:

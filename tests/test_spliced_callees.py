@@ -3,6 +3,8 @@ TF work (d2l's `Trainer.fit_epoch`: `loss = self.model.training_step(batch)`, wh
 the loss with `.numpy()`) is spliced: its statements join the caller's, each placed on its
 own side, and the tape's TF work runs in the graph. Judged whole, the call was host work,
 its loss "made by host code inside a `with` block", and the whole step ran eagerly."""
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -283,4 +285,59 @@ def test_a_method_reading_a_private_attribute_is_not_spliced():
     def make(log):
         w = tf.Variable([1.0, -2.0])
         return private_step, {"w": w}, [(Private(w), tf.constant([0.5, 1.5]))] * 4
+    check(make, None, graph_calls=0)
+
+
+def logged(f):
+    @functools.wraps(f)
+    def inner(w, x):
+        print("logged call")
+        return f(w, x)
+    return inner
+
+
+@logged
+def logged_loss(w, x):
+    print("in the loss")
+    return tf.reduce_sum(w * x)
+
+
+def logged_step(w, x):
+    with tf.GradientTape() as tape:
+        loss = logged_loss(w, x)
+    w.assign_sub(0.1 * tape.gradient(loss, w))
+    return loss
+
+
+@pytest.mark.timeout(300)
+def test_a_decorated_helper_keeps_its_decorator():
+    """A helper behind a decorator (functools.wraps): splicing the function it wraps would
+    drop the decorator's own work (its print). It stays a call."""
+    def make(log):
+        w = tf.Variable([1.0, -2.0])
+        return logged_step, {"w": w}, [(w, tf.constant([0.5, 1.5]))] * 4
+    run = check(make, None, graph_calls=0)
+    assert run.stdout.count("logged call\nin the loss\n") == 4
+
+
+def defaulted_loss(w, x, scale=1.0):
+    print("defaulted")
+    return tf.reduce_sum(w * x) * scale
+
+
+defaulted_loss.__defaults__ = (3.0,)  # code may set them: the literal is not the value
+
+
+def defaulted_step(w, x):
+    with tf.GradientTape() as tape:
+        loss = defaulted_loss(w, x)
+    w.assign_sub(0.1 * tape.gradient(loss, w))
+    return loss
+
+
+@pytest.mark.timeout(300)
+def test_a_default_changed_at_run_time_is_not_spliced_as_written():
+    def make(log):
+        w = tf.Variable([1.0, -2.0])
+        return defaulted_step, {"w": w}, [(w, tf.constant([0.5, 1.5]))] * 4
     check(make, None, graph_calls=0)
