@@ -28,6 +28,7 @@ taken there; nor while a graph is being traced.
 from __future__ import annotations
 
 import functools
+import time
 import types
 
 from tensorflow.python.eager import context
@@ -69,7 +70,9 @@ def _wait(session) -> None:
     if session.sent > session.acknowledged and context.executing_eagerly():
         target = session.fence_target()
         if target > session.acknowledged:
+            began = time.perf_counter()
             session.fence(target)
+            session.fenced_s += time.perf_counter() - began  # (adaptive.py counts it)
 
 
 def _fenced_handle(session) -> property:

@@ -58,6 +58,7 @@ class Session:
         self.generation = 0
         self.wait_timeout = wait_timeout or float(os.environ.get("GPE_WAIT_TIMEOUT", "600"))
         self.host_wait_s = 0.0  # time the host spent blocked on the graph
+        self.fenced_s = 0.0  # ...of it, eager code outside sliced calls (fence.py)
         self.timer: tf.Variable | None = None  # graph busy seconds and calls, when measuring
         self._call_guard = threading.Lock()
         self._ack_lock = threading.Lock()  # one reader of the acknowledgements at a time

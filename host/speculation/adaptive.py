@@ -76,8 +76,14 @@ class AdaptiveTimer:
 
     def __init__(self, enabled: bool = True, clock: Callable[[], float] = time.perf_counter,
                  sibling: "AdaptiveTimer | None" = None, prior: list[float] | None = None,
-                 disturbed: Callable[[float], bool] = lambda since: False):
+                 disturbed: Callable[[float], bool] = lambda since: False,
+                 fenced: Callable[[], float] = lambda: 0.0):
         self.clock = clock
+        # fenced(): seconds eager code outside sliced calls has waited for the graph so far
+        # (host/runtime/fence.py): a call's time in a block includes those waits since
+        # the call before (the step's eager code reading the variables a sliced update
+        # wrote waits for it: the update's cost, not the call's)
+        self.fenced, self.fence_mark = fenced, None
         # disturbed(t): a sink started at or after clock time t (or shortly before it)
         self.disturbed = disturbed
         self.block_start, self.dropped = 0.0, 0
@@ -210,7 +216,10 @@ class AdaptiveTimer:
             self.block = []
         if not self.block:
             self.block_start = start
-        self.block.append(self.clock() - start)
+        fenced = self.fenced()
+        waited = fenced - self.fence_mark if self.fence_mark is not None else 0.0
+        self.fence_mark = fenced
+        self.block.append(self.clock() - start + waited)
         if len(self.block) < self.block_calls:
             return False
         if self.dropped < MAX_DROPPED and self.disturbed(self.block_start):

@@ -103,7 +103,8 @@ class Variant:
         self.host_fns: list = []  # its host programs: one, or one per replica (host_fn first)
         # prior: the function's plain eager calls before it was built (payoff.py)
         self.timer = AdaptiveTimer(adaptive, sibling=sibling_timer, prior=prior,
-                                   disturbed=self.session.sink_started_since)
+                                   disturbed=self.session.sink_started_since,
+                                   fenced=lambda: self.session.fenced_s)
         self.folded: list = []  # entry values used as constants: (name, index, value)
         self.stale = False  # a call fell back mid-call: build again (see fell_back)
         self.reused = False  # a call ran it after the one it was built for (function.CHURN)
