@@ -302,9 +302,9 @@ def logged_loss(w, x):
     return tf.reduce_sum(w * x)
 
 
-def logged_step(w, x):
+def loss_step(loss_fn, w, x):
     with tf.GradientTape() as tape:
-        loss = logged_loss(w, x)
+        loss = loss_fn(w, x)
     w.assign_sub(0.1 * tape.gradient(loss, w))
     return loss
 
@@ -315,7 +315,7 @@ def test_a_decorated_helper_keeps_its_decorator():
     drop the decorator's own work (its print). It stays a call."""
     def make(log):
         w = tf.Variable([1.0, -2.0])
-        return logged_step, {"w": w}, [(w, tf.constant([0.5, 1.5]))] * 4
+        return loss_step, {"w": w}, [(logged_loss, w, tf.constant([0.5, 1.5]))] * 4
     run = check(make, None, graph_calls=0)
     assert run.stdout.count("logged call\nin the loss\n") == 4
 
@@ -328,16 +328,9 @@ def defaulted_loss(w, x, scale=1.0):
 defaulted_loss.__defaults__ = (3.0,)  # code may set them: the literal is not the value
 
 
-def defaulted_step(w, x):
-    with tf.GradientTape() as tape:
-        loss = defaulted_loss(w, x)
-    w.assign_sub(0.1 * tape.gradient(loss, w))
-    return loss
-
-
 @pytest.mark.timeout(300)
 def test_a_default_changed_at_run_time_is_not_spliced_as_written():
     def make(log):
         w = tf.Variable([1.0, -2.0])
-        return defaulted_step, {"w": w}, [(w, tf.constant([0.5, 1.5]))] * 4
+        return loss_step, {"w": w}, [(defaulted_loss, w, tf.constant([0.5, 1.5]))] * 4
     check(make, None, graph_calls=0)
