@@ -249,6 +249,10 @@ class Session:
             return self.sent
         return 0 if owner == threading.get_ident() else self._sent_before_call
 
+    def fence_waited(self) -> float:
+        """Seconds eager code outside sliced calls has waited on fences (fence.py)."""
+        return self.fenced_s
+
     def fence(self, target: int | None = None) -> None:
         """Wait until the graph has finished every call sent so far (the first `target`)."""
         self._acknowledge_until(self.sent if target is None else target)

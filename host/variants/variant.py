@@ -104,7 +104,7 @@ class Variant:
         # prior: the function's plain eager calls before it was built (payoff.py)
         self.timer = AdaptiveTimer(adaptive, sibling=sibling_timer, prior=prior,
                                    disturbed=self.session.sink_started_since,
-                                   fenced=lambda: self.session.fenced_s)
+                                   fenced=self.session.fence_waited)
         self.folded: list = []  # entry values used as constants: (name, index, value)
         self.stale = False  # a call fell back mid-call: build again (see fell_back)
         self.reused = False  # a call ran it after the one it was built for (function.CHURN)
