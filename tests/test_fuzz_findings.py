@@ -964,3 +964,28 @@ def test_seed1299_a_list_subclass_argument_is_not_taken_as_a_constant(first, lat
         return [f(st) for st in calls], {}
     (f,) = differential(program)
     assert f.stats()["graph_calls"] >= 3, f.stats()
+
+
+# seed 1641: a nested call ran the callee variant its caller's TF part runs, for another key
+# A sliced caller's TF part runs the callee's variant of its slot; a nested call takes it
+# only when the call's own key gives that variant. Where the call's key had no variant yet
+# (k = 3 after the variant built for k = 0), the slot's variant ran anyway: its host program
+# (`if k <= 0:` folded, the branch for k = 0) returned early, and the LOG entries of the
+# recursion were lost (eager 14, gpe 6).
+def test_seed1641_a_nested_call_runs_only_the_variant_of_its_own_key():
+    def program(wrap, log):
+        v = tf.Variable(0)
+
+        def hr(a, k):
+            if k <= 0:
+                return a + 1.0
+            log.append(k)
+            return hrw(a * 0.5, k - 1) * 0.5
+
+        def main(x):
+            s = hrw(tf.reduce_max(x), min(int(v.numpy()) % 5, 3))
+            v.assign_add(3)
+            return s
+        hrw, mainw = wrap(hr), wrap(main)
+        return [mainw(X) for _ in range(6)], {"v": v}
+    differential(program)

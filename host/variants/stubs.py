@@ -248,7 +248,7 @@ class CallContext:
         now = sliced.variants.get(sliced.key_for(all_args, kwargs))
         if now is not callee and now is not None:  # the callee was built (again) since
             relink(self.rt.variant, now)
-        elif callee is not None and not callee.eager_faster:
+        elif now is not None and not callee.eager_faster:  # (this call's key's variant)
                 session = self.rt.variant.session
                 session.nested_start = functools.partial(self._nested_start, sliced, call)
                 try:
