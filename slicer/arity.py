@@ -3,7 +3,7 @@
 that pass nothing there. `site(inf, node)` checks a call of such a layer where it is made:
 one with keywords, or more positional arguments than `call` names, stays on the host; one
 that spreads a tuple (`self(*batch[:-1])`) is checked when the TF part is traced
-(Key.ARITY: `_gpe_rt.call_exactly`, tfprog/varargs.py), where the tuple's length is known.
+(Key.ARITY: `_gpe_rt.call_exactly`, tfprog/usercalls.py), where the tuple's length is known.
 """
 from __future__ import annotations
 

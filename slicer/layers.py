@@ -42,8 +42,8 @@ def judge_layer_call(call: Callable, layer: Any, classify: Callable[[Any], Kind]
     """(kind_of_layer_call's answer, and when it is None, why: the first statement of
     `call` that runs on the host, with its file and line, where one is found)."""
     params = list(inspect.signature(call).parameters.values())
-    if not params or any(p.kind == p.KEYWORD_ONLY for p in params):
-        return None, "its `call` takes keyword-only arguments"
+    if not params:
+        return None, "its `call` takes no `self`"
     self_name = params[0].name
     args = {self_name: ArgFact(Kind.HOST, constant=True, value=layer)}
     for param in params[1:]:
