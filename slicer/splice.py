@@ -31,6 +31,7 @@ import gast
 
 from . import anno, nodes
 from .anno import Key
+from .chains import stored_names
 from .facts import Kind
 from .parser import parse
 
@@ -158,7 +159,7 @@ def _spliced(stmt: gast.Assign, fn: Any, bound: bool, caller: Any,
         return None
     suffix = f"_gpe_s{next(_names)}"
     rename = {name: f"{name}{suffix}" for name in local}
-    stored = _stored(callee)
+    stored = stored_names(callee)
     if receiver is not None and (params[0] in stored or not _chain_kept(receiver, callee)):
         return None
     # a parameter the callee never rebinds, given a name or a literal (or the object a
@@ -249,11 +250,6 @@ def _clashes(callee: gast.FunctionDef, local: set[str], caller: gast.FunctionDef
     caller_local = _locals(caller)
     return any(isinstance(n, gast.Name) and n.id not in local and n.id in caller_local
                for n in nodes.walk(callee))
-
-
-def _stored(fn: gast.FunctionDef) -> set[str]:
-    return {n.id for n in nodes.walk(fn) if isinstance(n, gast.Name)
-            and isinstance(n.ctx, (gast.Store, gast.Del))}
 
 
 def _chain_kept(receiver: gast.expr, callee: gast.FunctionDef) -> bool:
