@@ -60,10 +60,7 @@ def _statement(stmt: gast.stmt, bound: frozenset) -> tuple[set[str], frozenset]:
                                     if item.optional_vars is not None))
         body, _ = flow(stmt.body, bound | names)
         return reads | body, bound | names  # a context manager may swallow an exception
-    reads = loads(stmt) - bound
-    if isinstance(stmt, gast.AugAssign) and isinstance(stmt.target, gast.Name) and \
-            stmt.target.id not in bound:
-        reads.add(stmt.target.id)  # `s += t` reads s (its Name is only a Store): seed 28793
+    reads = loads(stmt) - bound  # (`s += t` reads s: scope.reads)
     if isinstance(stmt, gast.Delete):
         return reads, bound - {n.id for t in stmt.targets for n in nodes.walk(t)
                                if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Del)}
@@ -73,8 +70,7 @@ def _statement(stmt: gast.stmt, bound: frozenset) -> tuple[set[str], frozenset]:
 def loads(node: gast.AST) -> set[str]:
     """Names `node` reads (a nested function or lambda reads its free names when it runs;
     a comprehension's own variables are not the function's)."""
-    return {n.id for n in scope.walk(node) if isinstance(n, gast.Name)
-            and isinstance(n.ctx, gast.Load)}
+    return {n.id for n in scope.reads(node)}
 
 
 def _surely_bound(stmt: gast.stmt) -> frozenset:

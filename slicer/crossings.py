@@ -103,8 +103,7 @@ class _Crossings:
         self.parsed, self.facts = parsed, facts
         self.entry: list[str] = []
         self.s = _State()
-        self.loads = [(getattr(n, "lineno", 0), n.id) for n in scope.walk(parsed.node)
-                      if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)]
+        self.loads = [(getattr(n, "lineno", 0), n.id) for n in scope.reads(parsed.node)]
         self.loops: list[gast.stmt] = []  # the MIRROR loops around the statement walked
         for name, fact in facts.args.items():
             self.s.side[name], self.s.defs[name] = _HOST, ()
@@ -195,8 +194,7 @@ class _Crossings:
         """Names read from `stmt`'s line on, or anywhere in a loop around it."""
         read = {n for line, n in self.loads if line >= stmt.lineno}
         for loop in self.loops:
-            read |= {n.id for n in scope.walk(loop) if isinstance(n, gast.Name)
-                     and isinstance(n.ctx, gast.Load)}
+            read |= {n.id for n in scope.reads(loop)}
         return read
 
     def _may_cross(self, name: str) -> bool:

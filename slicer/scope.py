@@ -62,3 +62,14 @@ def _comprehension(node: gast.AST, hidden: frozenset, skip: tuple) -> Iterator[g
     elements = [node.key, node.value] if isinstance(node, gast.DictComp) else [node.elt]
     for element in elements:
         yield from _walk(element, frozenset(bound), skip)
+
+
+def reads(node: gast.AST) -> Iterator[gast.Name]:
+    """The Name nodes under `node` (as `walk`) that read their name: loads, and the target
+    of an augmented assignment (`t *= k` reads `t`, its Name only a Store: fuzz seeds
+    28793 and 7339)."""
+    for n in walk(node):
+        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load):
+            yield n
+        elif isinstance(n, gast.AugAssign) and isinstance(n.target, gast.Name):
+            yield n.target

@@ -989,3 +989,29 @@ def test_seed1641_a_nested_call_runs_only_the_variant_of_its_own_key():
         hrw, mainw = wrap(hr), wrap(main)
         return [mainw(X) for _ in range(6)], {"v": v}
     differential(program)
+
+
+# seed 7339: a rescue at a gate in front of an augmented assignment lost its target --------
+# The live values a rescue hands back were the names read later, and `t1 *= k` reads t1
+# through a Store Name only: a call that reached the gate no profile call had reached (k
+# sent to the TF part, the recursion's base case folded away) finished eagerly without
+# t1, an UnboundLocalError under gpe only. scope.reads counts an augmented assignment's
+# target as read (bindings had the same fix for seed 28793, now shared).
+def test_seed7339_a_rescue_before_an_augmented_assignment_hands_back_its_target():
+    def program(wrap, log):
+        def hr(a, k):
+            if k <= 0:
+                return a * 2.0
+            log.append(k)
+            t1 = a
+            t1 *= k  # (t1 read here only)
+            return hrw(a * 0.5, k - 1)
+
+        def main(x, n):
+            return hrw(x, k=n - 1)
+        hrw, mainw = wrap(hr), wrap(main)
+        return [mainw(x, 3) for x in (-X, -X, X, X * 2.0, X)], {}
+    made = differential(program)
+    stats = made[0].stats()
+    assert stats["graph_calls"] >= 3, stats  # the helper's own and nested sliced calls
+    assert any("no profile call had reached it" in g for g in stats["guard_failures"]), stats
