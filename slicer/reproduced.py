@@ -15,7 +15,10 @@ where that Python reads nothing that can differ between calls and leaves nothing
   `len`, `zip`, `int(x.shape[0])`, ...: never `int(t)` of a tensor's value);
 - a `for` over a range, a list of TF objects, a local list or a tensor's rows, an `if` or
   `assert` on a value the trace knows: unrolled or decided when traced, as eager decides
-  them each call.
+  them each call;
+- `assert hasattr(x, 'a')` where the callee reads `x.a` itself (d2l's Module.forward:
+  `assert hasattr(self, 'net'); return self.net(X)`): the read is what the caller
+  captures and guards, so a call whose object lost the attribute does not run sliced.
 
 Anything else (`print`, `.numpy()`, a user's host function, a write to an object) keeps
 the callee on the host. A trace that cannot run what this lets through (a loop over a
@@ -42,7 +45,15 @@ _FILLING = frozenset({"append", "extend", "insert"})  # a fresh local list's own
 
 def fresh_locals(fn: gast.FunctionDef) -> set[str]:
     """Names every assignment of which (in the function's own scope) makes a new list or
-    dict (`[]`, `[f(x) for x in xs]`, `{}`, `list()`, `dict()`)."""
+    dict (`[]`, `[f(x) for x in xs]`, `{}`, `list()`, `dict()`); and `x.a` for each
+    attribute the function reads from a name (what `assert hasattr(x, 'a')` may check:
+    no name has a dot, so the two never mix)."""
+    read = {f"{n.value.id}.{n.attr}" for n in nodes.walk(fn) if isinstance(n, gast.Attribute)
+            and isinstance(n.value, gast.Name) and isinstance(n.ctx, gast.Load)}
+    return _made_locals(fn) | read
+
+
+def _made_locals(fn: gast.FunctionDef) -> set[str]:
     made, other = set(), set()
     for node in nodes.walk(fn):
         if isinstance(node, (gast.Assign, gast.AnnAssign)) and node.value is not None:
@@ -79,6 +90,8 @@ def statement(stmt: gast.stmt, sent: set[str], fresh: set[str]) -> bool:
     if isinstance(stmt, gast.For):
         return not stmt.orelse and _target(stmt.target, sent, fresh) and \
             _loop_header(stmt.iter, sent, fresh)
+    if isinstance(stmt, gast.Assert) and _held(stmt.test, fresh):
+        return stmt.msg is None or expression(stmt.msg, sent, fresh)
     if isinstance(stmt, (gast.If, gast.Assert)):  # (`assert 0 <= rate <= 1`: checked
         # when traced, as eagerly on each call: it reads only what the call key fixes)
         return expression(stmt.test, sent, fresh) and \
@@ -86,6 +99,17 @@ def statement(stmt: gast.stmt, sent: set[str], fresh: set[str]) -> bool:
                 not isinstance(stmt, gast.Assert) or stmt.msg is None or
                 expression(stmt.msg, sent, fresh))
     return isinstance(stmt, (gast.Pass, gast.Break, gast.Continue))
+
+
+def _held(test: gast.expr, fresh: set[str]) -> bool:
+    """`hasattr(x, 'a')` where the function reads `x.a` (see fresh_locals)."""
+    if not (isinstance(test, gast.Call) and isinstance(test.func, gast.Name) and
+            test.func.id == "hasattr" and anno.get(test.func, Key.KIND) == Kind.HOST_FN and
+            len(test.args) == 2 and not test.keywords):
+        return False
+    obj, attr = test.args
+    return isinstance(obj, gast.Name) and isinstance(attr, gast.Constant) and \
+        isinstance(attr.value, str) and f"{obj.id}.{attr.value}" in fresh
 
 
 def _target(target: gast.expr, sent: set[str], fresh: set[str]) -> bool:

@@ -68,3 +68,33 @@ def helper_given_a_module_number(log):
 
     x = tf.constant(np.arange(6, dtype=np.float32).reshape(2, 3))
     return step, {"w": w}, [(x,)] * 4
+
+
+class AssertingModule(tf.keras.Model):
+    """As d2l's Module, whose `forward` checks that the model has its network first."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = tf.keras.layers.Dense(2, kernel_initializer="ones")
+
+    def call(self, X, *args, **kwargs):
+        if kwargs and "training" in kwargs:
+            self.training = kwargs['training']
+        return self.forward(X, *args)
+
+    def forward(self, X):
+        assert hasattr(self, 'net'), 'Neural network is defined'
+        return self.net(X)
+
+    def objective(self, Y_hat, Y):
+        fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        return fn(Y, Y_hat)
+
+    def training_step(self, batch):
+        return self.objective(self(*batch[:-1]), batch[-1])
+
+
+class CheckingOther(AssertingModule):
+    def forward(self, X):
+        assert hasattr(self, 'head')  # an attribute it does not read: nothing guards it
+        return self.net(X)

@@ -10,7 +10,10 @@ import pytest
 import tensorflow as tf
 
 from harness import check
+import programs
+from gpe.host.facts import oracle
 from gpe.host.runtime.opcount import graph_ops
+from gpe.slicer import layers
 
 X = tf.constant(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3))
 Y = tf.constant(np.array([[1.0], [0.0], [2.0], [1.0]], np.float32))
@@ -189,6 +192,27 @@ def test_a_model_whose_call_takes_args_and_kwargs_runs_in_the_graph():
                 host_ops_allowed=ITERATING)
     ops = graph_ops(next(iter(run.target.variants.values())).part)
     assert ops["MatMul"] >= 2, ops
+
+
+@pytest.mark.timeout(300)
+def test_an_assert_that_the_model_has_the_attribute_it_calls_runs_in_the_graph():
+    """`assert hasattr(self, 'net')` before `self.net(X)` (d2l's LeNet and MLP models):
+    the read of `self.net` that follows is what the trace depends on, so the assert holds
+    whenever the trace does; the model's call is TF work and the step runs sliced."""
+    def make(log):
+        epoch, variables, calls = _module(log, module_epoch)
+        model = programs.AssertingModule()
+        model(X)
+        variables = {f"v{i}": v for i, v in enumerate(model.trainable_variables)}
+        return epoch, variables, [(model,) + calls[0][1:]] * 6
+    run = check(make, None, host_ops_allowed=ITERATING)
+    ops = graph_ops(next(iter(run.target.variants.values())).part)
+    assert ops["MatMul"] >= 2, ops
+    other = programs.CheckingOther()
+    other.head = None
+    other(X)
+    kind, why = layers.judge_layer_call(type(other).call, other, oracle.classify)
+    assert kind is None, why
 
 
 @pytest.mark.timeout(300)
