@@ -16,7 +16,10 @@ A clear case is settled after the first block each way: sliced at most CLEAR of 
 time stays sliced, sliced at least 1/CLEAR of it runs eagerly (a training step 100x faster
 in the graph used to run 40 of its calls eagerly, at eager's cost, before its verdict);
 a less clear one after the second (SECOND_CLEAR, on the medians of both blocks: a ratio
-the round would only confirm, far outside the band below).
+the round would only confirm, far outside the band below), or after the first where sliced
+is at most SECOND_CLEAR of eager: staying sliced needs only one block of eager calls (a
+4 ms step at 0.5x eager timed 16 eager calls over its 30th to 45th, a third of a 60-step
+run's steady calls; two blocks each way still settle on eager, the verdict that costs).
 The first eager block is cut short after PROBE_CALLS calls when their median already shows
 sliced at most CLEAR of it (the other way, final, takes the whole block), and is skipped when the function's plain eager calls before it was built
 (`gpe run`'s payoff wait, host/speculation/payoff.py: `prior`, at least PROBE_CALLS of them) show
@@ -200,7 +203,7 @@ class AdaptiveTimer:
         self.phase = _SLICED
         if len(self.eager) <= 2:
             ratio, clear = self._ratio(), CLEAR if len(self.eager) == 1 else SECOND_CLEAR
-            if ratio <= clear or ratio >= 1 / clear:
+            if ratio <= SECOND_CLEAR or ratio >= 1 / clear:
                 self.rounds = 1
                 return self._settle(ratio)
         if len(self.eager) < BLOCKS * (self.rounds + 1):
