@@ -140,7 +140,7 @@ def keeps_object(method: Any, depth: int = 0) -> bool:
     attribute or item, declares no global, passes its `self` to no call, and calls on
     `self` only functions the object holds or methods that keep it too
     (`net.begin_state(n)` returning `self.init_state(n, self.num_hiddens)`)."""
-    if not (inspect.ismethod(method) or _sliced(method)) or depth > 2:
+    if not (inspect.ismethod(method) or gpe_wrapped(method)) or depth > 2:
         return False
     fn = unwrapped(method.__func__)
     code = getattr(fn, "__code__", None)
@@ -190,14 +190,14 @@ def _keeps(fn: Any, owner: Any, depth: int) -> bool:
     return True
 
 
-def _sliced(value: Any) -> bool:
+def gpe_wrapped(value: Any) -> bool:
     """A function or bound method `gpe run` wrapped (host.call: `_gpe_sliced`)."""
     return bool(getattr(type(value), "_gpe_sliced", False))
 
 
 def unwrapped(value: Any) -> Any:
     """The user's function under a `gpe run` wrapper (a bound one: its method's)."""
-    if _sliced(value) and not hasattr(value, "__self__"):
+    if gpe_wrapped(value) and not hasattr(value, "__self__"):
         return getattr(value, "__wrapped__", value)
     return value
 

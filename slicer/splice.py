@@ -31,7 +31,7 @@ import gast
 
 from . import anno, nodes
 from .anno import Key
-from .chains import stored_names
+from .chains import gpe_wrapped, stored_names
 from .facts import Kind
 from .parser import parse
 
@@ -49,9 +49,10 @@ def note(inf, node: gast.Call, fn: Any) -> None:
     if isinstance(func, gast.Attribute):
         # a method of the object (`self.model.training_step`): bound to the chain it is
         # called on; a function an object or module holds (`h.loss_fn`, `d2l.linreg`): not
-        value = inf.value_of(func)
-        bound = inspect.ismethod(value) and value.__self__ is inf.value_of(func.value)
-        if bound and not _held(inf, func.value) or not bound and inspect.ismethod(value):
+        value = inf.value_of(func)  # (under `gpe run` a method is its bound wrapper)
+        method = inspect.ismethod(value) or gpe_wrapped(value) and hasattr(value, "__self__")
+        bound = method and value.__self__ is inf.value_of(func.value)
+        if bound and not _held(inf, func.value) or not bound and method:
             return
     anno.set(node, Key.SPLICE, (fn, bound))
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from gpe.run import auto
 from harness import check
 import programs
 from gpe.host.facts import oracle
@@ -74,6 +75,28 @@ def test_a_training_step_that_plots_is_spliced_into_the_tape():
         data = tf.data.Dataset.from_tensor_slices((X, Y)).batch(2)
         trainer = Trainer(model, data)
         return fit_epoch, {"w": model.w}, [(trainer,)] * 12
+    run = check(make, None, graph_calls=10, host_ops_allowed=ITERATING)
+    ops = graph_ops(next(iter(run.target.variants.values())).part)
+    assert ops["MatMul"] >= 2 and ops["AssignSubVariableOp"] == 1, ops
+
+
+class RunModel(Model):
+    """Model as `gpe run` leaves it: each method wrapped (gpe.run.auto)."""
+
+
+for _name in ("forward", "loss", "plot", "training_step"):
+    setattr(RunModel, _name, auto(getattr(Model, _name)))
+
+
+@pytest.mark.timeout(300)
+def test_a_training_step_gpe_run_wrapped_is_spliced_too():
+    """Under `gpe run` the method called in the tape is gpe's bound wrapper, not a bound
+    method: it was not spliced, and d2l's Trainer ran every epoch eagerly under `gpe run`
+    (its `loss`, "made by host code inside a `with` block")."""
+    def make(log):
+        model = RunModel(log)
+        data = tf.data.Dataset.from_tensor_slices((X, Y)).batch(2)
+        return fit_epoch, {"w": model.w}, [(Trainer(model, data),)] * 12
     run = check(make, None, graph_calls=10, host_ops_allowed=ITERATING)
     ops = graph_ops(next(iter(run.target.variants.values())).part)
     assert ops["MatMul"] >= 2 and ops["AssignSubVariableOp"] == 1, ops
