@@ -1,13 +1,17 @@
 """Data-parallel training on N local workers with MultiWorkerMirroredStrategy: one process
 per worker, each with its TF_CONFIG (free localhost ports), as on real machines.
 
-    python examples/multiworker.py --workers N [--steps S] [--mode eager|gpe|both]
+    python examples/multiworker.py --workers N [--steps S]
+                                   [--mode eager|tf.function|gpe|gpe-run|both|M1,M2,...]
                                    [--die-at STEP] [--timeout SECONDS]
                                    [--wrap dist|replica] [--host-work]
 
 The launcher starts N workers, waits for them (bounded: `--timeout` plus start-up), and
 checks that they agree (same final weights on every worker); `--mode both` trains eagerly
-and with gpe and checks that gpe's losses and weights equal eager's. `--die-at K` kills
+and with gpe and checks that gpe's losses and weights equal eager's (`eager,gpe,gpe-run`:
+each mode after eager checked so; `gpe-run`: each worker runs this script unmodified, its
+eager mode, under `gpe run --report`, and the report's count of the per-replica step's
+calls and sliced calls is its stats). `--die-at K` kills
 worker 1 at step K: the others must end with a clear error within the collective timeout
 (never hang); the launcher then restarts all workers from the last checkpoint
 (tf.train.CheckpointManager, every `--every` steps) and checks that they end at the
@@ -28,6 +32,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -155,7 +160,10 @@ def launch(n: int, mode: str, workdir: str, args, restore: bool = False,
         out = os.path.join(workdir, f"{mode}{tag}-{i}.json")
         if os.path.exists(out):
             os.remove(out)
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--mode", mode,
+        run = [sys.executable, "-m", "gpe.cli", "run", "--report"] if mode == "gpe-run" \
+            else [sys.executable]
+        cmd = run + [os.path.abspath(__file__), "--worker",
+               "--mode", "eager" if mode == "gpe-run" else mode,
                "--steps", str(args.steps), "--every", str(args.every), "--out", out,
                "--ckpt", os.path.join(workdir, f"ckpt-{mode}{tag}"), "--die-at", str(die_at),
                "--timeout", str(args.timeout), "--wrap", args.wrap]
@@ -175,6 +183,10 @@ def launch(n: int, mode: str, workdir: str, args, restore: bool = False,
         if proc.returncode == 0:
             with open(out) as f:
                 results.append(json.load(f))
+            if mode == "gpe-run":  # the step's calls, as `gpe run --report` counts them
+                found = re.search(r"replica_step: (\d+) calls, (\d+) sliced, (\d+) eager", err)
+                results[-1]["stats"] = found and dict(zip(
+                    ("calls", "graph_calls", "eager_calls"), map(int, found.groups())))
         else:
             lines = [line for line in err.splitlines() if "Error" in line.split(":")[0]]
             results.append({"error": f"exit {proc.returncode}: " + (lines[-1] if lines else "")})
@@ -191,8 +203,8 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--every", type=int, default=4)
-    parser.add_argument("--mode", choices=["eager", "tf.function", "gpe", "both"],
-                        default="both")
+    parser.add_argument("--mode", default="both", help="eager, tf.function, gpe, gpe-run, "
+                        "both (eager,gpe) or several, comma-separated (eager first)")
     parser.add_argument("--die-at", type=int, default=-1)
     parser.add_argument("--timeout", type=int, default=30)
     parser.add_argument("--wrap", choices=["dist", "replica"], default="dist")
@@ -212,7 +224,7 @@ def main(argv=None) -> int:
 
 def run_launcher(args) -> int:
     workdir = tempfile.mkdtemp(prefix="gpe-multiworker-")
-    modes = ["eager", "gpe"] if args.mode == "both" else [args.mode]
+    modes = ["eager", "gpe"] if args.mode == "both" else args.mode.split(",")
     runs, ok = {}, True
     for mode in modes:
         results = launch(args.workers, mode, workdir, args, die_at=args.die_at)
@@ -232,18 +244,23 @@ def run_launcher(args) -> int:
         same = agree(whole) and whole[0]["weights"] == runs[modes[0]][0]["weights"]
         print("restarted run ends at the uninterrupted run's weights:", same)
         ok &= same
-    if len(modes) == 2 and ok:
-        same = runs["gpe"][0]["weights"] == runs["eager"][0]["weights"] and (
-            args.die_at >= 0 or runs["gpe"][0]["losses"] == runs["eager"][0]["losses"])
-        print("gpe equals eager (losses and final weights):", same)
-        host = all(g["printed"] == e["printed"] and g["seen"] == e["seen"]
-                   for g, e in zip(runs["gpe"], runs["eager"]))
-        print("gpe's host work equals eager's on every worker (printed output, the "
-              "losses read back):", host)
-        same &= host
-        ok &= same
+    for mode in modes[1:] if modes[0] == "eager" and ok else ():
+        ok &= equals_eager(mode, runs[mode], runs["eager"], args.die_at >= 0)
     print("OK" if ok else "FAILED", "workdir", workdir)
     return 0 if ok else 1
+
+
+def equals_eager(mode: str, got: list[dict], eager: list[dict], restarted: bool) -> bool:
+    """Prints and returns whether `mode`'s losses (but after a restart) and final weights,
+    printed output and host list equal eager's on every worker."""
+    same = got[0]["weights"] == eager[0]["weights"] and (
+        restarted or got[0]["losses"] == eager[0]["losses"])
+    print(f"{mode} equals eager (losses and final weights):", same)
+    host = all(g["printed"] == e["printed"] and g["seen"] == e["seen"]
+               for g, e in zip(got, eager))
+    print(f"{mode}'s host work equals eager's on every worker (printed output, the "
+          "losses read back):", host)
+    return same and host
 
 
 if __name__ == "__main__":

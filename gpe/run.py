@@ -4,7 +4,9 @@ The script runs as `__main__`. Every top-level function and every method of a to
 class in it, and in the modules it imports from its own directory, is wrapped as if
 decorated with `@gpe.function` (innermost, under any decorators it has); generators,
 coroutines and nested functions are left alone, and so is a function that reads the stack
-of frames (its caller's frame would be gpe's). A function with no TF work becomes plain
+of frames (its caller's frame would be gpe's); but a nested function of these files given
+to `strategy.run` (a per-replica step defined inside `main()`) is sliced there, as
+`@gpe.function` on it would be (`replica_step`). A function with no TF work becomes plain
 Python after its first call. All of them share the one session. Constructors and other
 special methods, properties, static and class methods, and the set-up methods Keras calls
 (`build`, `get_config`, ...) are left as they are; `__call__` is wrapped (a tf.Module's
@@ -28,10 +30,15 @@ from typing import Callable
 from . import host, slicer, tfprog
 from .host.speculation import payoff
 from .host.call.function import SlicedFunction
+from .host.distribution import replicated
 from .host.runtime.graph_error import RAISED_IN_GRAPH
 
 DECORATOR = "__gpe_function__"
 _wrapped: list[weakref.ref] = []
+_compiled: set[str] = set()  # the files gpe run compiled: the script, its folder's modules
+STEP = "__gpe_step__"  # a plain function's sliced step, kept in its __dict__ (replica_step)
+MAX_STEPS = 3  # functions of one code sliced as steps, none built, before it stays plain
+_steps: dict[types.CodeType, list] = {}  # code -> the steps made of its functions (weakly)
 
 
 def auto(fn: Callable):
@@ -53,6 +60,36 @@ _SETUP_METHODS = frozenset({"build", "get_config", "from_config", "build_from_co
                             "compile_from_config"})
 _DESCRIPTORS = frozenset({"property", "staticmethod", "classmethod", "cached_property",
                           "setter", "getter", "deleter", "abstractmethod"})
+
+
+def replica_step(fn):
+    """What `strategy.run(fn)` runs for a plain function `fn` (host/distribution/replicated.py):
+    where `fn` is a function of the files gpe run compiled that `auto` did not wrap (a step
+    defined inside `main()`), the sliced function `auto` makes of it, once per function
+    object; otherwise `fn`. A function made anew for every call (a step defined inside the
+    loop) would be profiled at each call and never built: after MAX_STEPS such functions of
+    one code, none built, the code's functions stay plain."""
+    if not inspect.isfunction(fn) or fn.__code__.co_filename not in _compiled:
+        return fn
+    made = fn.__dict__.get(STEP)
+    if made is not None:
+        return made
+    code = fn.__code__
+    made_before = _steps.setdefault(code, [])
+    if _reads_frames_code(code) or len(made_before) >= MAX_STEPS and not any(
+            s is not None and s.stats_.variants for s in (r() for r in made_before)):
+        return fn
+    made = auto(fn)
+    if made is not fn:
+        fn.__dict__[STEP] = made  # (a cycle, freed with the function)
+        made_before.append(weakref.ref(made))
+    return made
+
+
+def _reads_frames_code(code: types.CodeType) -> bool:
+    """`_reads_frames` of a compiled function (`stack` only with `inspect`: tf.stack is not)."""
+    names = set(code.co_names)
+    return bool(names & (_FRAME_READERS - {"stack"})) or {"inspect", "stack"} <= names
 
 
 class _AddDecorators(ast.NodeTransformer):
@@ -103,6 +140,7 @@ def _does_work(method: ast.FunctionDef) -> bool:
 
 
 def compile_wrapped(source: str | bytes, path: str) -> types.CodeType:
+    _compiled.add(path)
     tree = _AddDecorators().visit(ast.parse(source, path))
     return compile(ast.fix_missing_locations(tree), path, "exec", dont_inherit=True)
 
@@ -147,6 +185,7 @@ def run_script(path: str, argv: list[str]) -> None:
     main.__dict__.update(__file__=path, __builtins__=__builtins__, __spec__=None,
                          **{DECORATOR: auto})
     sys.modules["__main__"] = main
+    replicated.slice_plain_steps(replica_step)
     exec(code, main.__dict__)
 
 

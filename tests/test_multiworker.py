@@ -42,7 +42,7 @@ LAUNCHES = {
     "test_two_workers_agree_and_gpe_equals_eager":
         lambda: _launch("--mode", "both", "--steps", "8"),
     "test_two_workers_with_the_replica_step_sliced_equal_eager":
-        lambda: _launch("--mode", "both", "--steps", "8", "--wrap", "replica"),
+        lambda: _launch("--mode", "eager,gpe,gpe-run", "--steps", "8", "--wrap", "replica"),
     "test_two_workers_with_a_host_work_replica_step_slice_and_equal_eager":
         lambda: _launch("--mode", "both", "--steps", "8", "--wrap", "replica", "--host-work"),
     "test_killed_worker_ends_the_other_with_an_error_and_restart_resumes":
@@ -76,13 +76,57 @@ def test_two_workers_agree_and_gpe_equals_eager():
 @pytest.mark.timeout(300)
 def test_two_workers_with_the_replica_step_sliced_equal_eager():
     """gpe.function on the per-replica step only, called by plain strategy.run: one
-    replicated sliced call per step on each worker (host/distribution/replicated.py)."""
+    replicated sliced call per step on each worker (host/distribution/replicated.py). The
+    same script unmodified under `gpe run --report` on each worker (`gpe-run`): its step,
+    defined inside the worker's function (which gpe run does not wrap), given to
+    strategy.run, is sliced as gpe.function slices it, on both workers: the calls after the
+    3 profile calls, counted by the report (a worker of several makes no choice by time:
+    host/speculation/payoff.lockstep)."""
     proc = _result("test_two_workers_with_the_replica_step_sliced_equal_eager")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     out = proc.stdout
     assert "eager: workers agree: True" in out and "gpe: workers agree: True" in out
     assert "gpe equals eager (losses and final weights): True" in out
-    assert out.count("'graph_calls': 5, 'eager_calls': 3") == 2, out  # both workers sliced
+    lines = {line.split(":")[0]: line for line in out.splitlines() if "workers agree" in line}
+    assert lines["gpe"].count("'graph_calls': 5, 'eager_calls': 3") == 2, out  # both sliced
+    assert "gpe-run: workers agree: True" in out, out + proc.stderr[-3000:]
+    assert "gpe-run equals eager (losses and final weights): True" in out
+    assert lines["gpe-run"].count(
+        "{'calls': 8, 'graph_calls': 5, 'eager_calls': 3}") == 2, out
+
+
+def test_a_worker_of_several_makes_no_choice_by_time(monkeypatch):
+    """Where TF_CONFIG names several workers, nothing decides eager or sliced by time (a
+    step run eagerly on one worker and sliced on another takes other collective keys:
+    both wait forever): `gpe run` builds after the profile calls, no variant is timed
+    against eager, no build budget runs out."""
+    from gpe.host.speculation import payoff
+    from gpe.host.variants.variant import Variant
+    assert not payoff.lockstep()
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]},
+                                                "task": {"type": "worker", "index": 0}}))
+    assert payoff.lockstep() and not payoff.enabled()
+    waiting = payoff.Payoff(True)
+    assert waiting.eager_call(1e-6) and not waiting.waiting  # paid at its first call
+    budget = payoff.Budget()
+    budget.first_s, budget.spent_s = 0.001, 10.0
+    assert not budget.exhausted()
+    import gpe
+    import programs
+    f = gpe.function(programs.dropout_like)
+    for _ in range(5):
+        f(tf_ones(), 0.5)
+    variants = list(f.variants.values())
+    assert variants and all(isinstance(v, Variant) and v.timer.steady for v in variants)
+    assert f.stats()["graph_calls"] == 2 and f.stats()["timed_calls"] == 0, f.stats()
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"]},
+                                                "task": {"type": "worker", "index": 0}}))
+    assert not payoff.lockstep()
+
+
+def tf_ones():
+    import tensorflow as tf
+    return tf.ones([4, 3])
 
 
 @pytest.mark.timeout(300)

@@ -68,6 +68,16 @@ _cache: "weakref.WeakKeyDictionary[Any, weakref.WeakKeyDictionary]" = \
 _lock = threading.Lock()  # taken by the thread that calls strategy.run, never a replica's
 _original = None
 _original_one_device = None
+_plain_steps = None  # `gpe run`: fn -> the sliced function strategy.run(fn) runs (or fn)
+_inside = threading.local()  # depth: replicated calls running in this thread (_run)
+
+
+def slice_plain_steps(wrap) -> None:
+    """`gpe run`: `strategy.run(fn)` of a plain function runs `wrap(fn)` in its place, the
+    sliced function gpe run makes of one of the script's functions it did not wrap (a
+    per-replica step defined inside `main()`), or `fn` itself."""
+    global _plain_steps
+    _plain_steps = wrap
 
 
 def install() -> None:
@@ -87,15 +97,25 @@ def install() -> None:
 def _one_device_call(extended, fn, args, kwargs):
     replicated = _replicated(extended._container_strategy(), fn, args, kwargs)  # noqa: SLF001
     if replicated is not None:
-        return replicated()
+        return _run(replicated)
     return _original_one_device(extended, fn, args, kwargs)
 
 
 def _call_for_each_replica(strategy, fn, args=None, kwargs=None):
     replicated = _replicated(strategy, fn, args, kwargs, per_replica=True)
     if replicated is not None:
-        return replicated()
+        return _run(replicated)
     return _original(strategy, fn, args, kwargs)
+
+
+def _run(replicated):
+    """A replicated call: its own `strategy.run(step)` (Replicated.run, profiled or run
+    eagerly) runs the plain step it holds, never a sliced one made of it again."""
+    _inside.depth = getattr(_inside, "depth", 0) + 1
+    try:
+        return replicated()
+    finally:
+        _inside.depth -= 1
 
 
 def _replicated(strategy, fn, args, kwargs, per_replica: bool = False):
@@ -103,6 +123,9 @@ def _replicated(strategy, fn, args, kwargs, per_replica: bool = False):
     is not a sliced function or the call is not eager. A step with host work
     (`per_replica`: under MirroredStrategy or MultiWorkerMirroredStrategy) runs its host
     part once per replica beside one replicated TF part (host/distribution/replica_step.py)."""
+    if executing_eagerly() and _plain_steps is not None and type(fn) is types.FunctionType \
+            and not getattr(_inside, "depth", 0):
+        fn = _plain_step(fn)
     if executing_eagerly() and getattr(type(fn), "_gpe_sliced", False):
         bound = hasattr(fn, "__func__")  # a sliced method bound to an object
         sliced, obj = (fn.__func__, fn.__self__) if bound else (fn, None)
@@ -116,6 +139,18 @@ def _replicated(strategy, fn, args, kwargs, per_replica: bool = False):
                 return lambda: entry[2](entry[0], tuple(args or ()), dict(kwargs))
             return lambda: entry[1](entry[0], tuple(args or ()))
     return None
+
+
+def _plain_step(fn):
+    """`_plain_steps` of the function strategy.run was given: eagerly, strategy.run gives
+    call_for_each_replica AutoGraph's wrapper of it (an "artifact" that calls it with
+    conversion unspecified: as it is, eagerly); a sliced function is no such wrapper's
+    target (it is an artifact itself: a decorated step comes here as it is)."""
+    target = getattr(fn, "__wrapped__", fn) if hasattr(fn, "autograph_info__") else fn
+    if type(target) is not types.FunctionType:
+        return fn
+    step = _plain_steps(target)
+    return fn if step is target else step
 
 
 def _entry(strategy, sliced, obj) -> tuple:

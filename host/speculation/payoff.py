@@ -10,13 +10,20 @@ be, the time spent is at most about twice that of the better choice made in hind
 script of many functions each called a few times stays near eager's time; a training step
 is built after its first few dozen milliseconds).
 
+In a worker of several (`lockstep`) the rule is off, as is every choice made by timing
+(the adaptive timer, the build budget): the workers' steps meet in collective ops whose
+keys each process numbers by its own eager calls and builds, so a step run eagerly on one
+worker and sliced on another waits for its peer forever; choices made by counting calls
+are the same on every worker.
+
 GPE_PAYOFF=0 turns the rule off (build after the profile calls, as `gpe.function` always
-does); GPE_PAYOFF=S (seconds) fixes the expected cost instead of measuring it. A build that
+does); GPE_PAYOFF=S (seconds) fixes the expected cost instead of measuring it. A build
 still running after PROGRESS_S prints a line on stderr saying what it builds, and one with
 the time it took when it ends (GPE_PROGRESS=0: none).
 """
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import sys
@@ -90,11 +97,29 @@ def setting() -> float | None:
 
 
 def enabled() -> bool:
-    """Whether functions `gpe run` wraps wait until they pay off (GPE_PAYOFF=0: no)."""
-    return setting() != 0.0
+    """Whether functions `gpe run` wraps wait until they pay off (GPE_PAYOFF=0, or a
+    worker of several: no)."""
+    return setting() != 0.0 and not lockstep()
 
 
 COSTS = BuildCosts()
+_LOCKSTEP: dict[str, bool] = {}  # TF_CONFIG's text -> lockstep()
+
+
+def lockstep() -> bool:
+    """Whether this process is one worker of several in lockstep (TF_CONFIG names more
+    than one chief or worker task: MultiWorkerMirroredStrategy's workers, whose steps meet
+    in collective ops). Their choices between eager and sliced must not depend on time."""
+    text = os.environ.get("TF_CONFIG", "")
+    found = _LOCKSTEP.get(text)
+    if found is None:
+        try:
+            cluster = json.loads(text).get("cluster", {}) if text else {}
+            tasks = sum(len(cluster.get(kind) or ()) for kind in ("chief", "worker"))
+        except (ValueError, AttributeError, TypeError):
+            tasks = 0
+        found = _LOCKSTEP[text] = tasks > 1
+    return found
 
 
 class Payoff:
@@ -116,7 +141,7 @@ class Payoff:
         if self.calls > 1:
             self.eager_s += seconds
             self.times = self.times[-(TIMES_KEPT - 1):] + [seconds]
-        if self.eager_s >= COSTS.expected_s(self.call_s()):
+        if self.eager_s >= COSTS.expected_s(self.call_s()) or lockstep():
             self.waiting = False
         return not self.waiting
 
@@ -162,7 +187,7 @@ class Budget:
             self.first_s = self.spent_s
 
     def exhausted(self) -> bool:
-        return (self.counting and self.first_s is not None
+        return (self.counting and self.first_s is not None and not lockstep()
                 and self.spent_s > max(self.FIRST_TIMES * self.first_s,
                                        self.RATIO * self.calls_s))
 

@@ -34,8 +34,9 @@ def load(source: str | None, module: Any, fn: Callable, runtime: dict[str, Any],
     exec(code, fn.__globals__, namespace)  # defines the factory only, in `namespace`
     factory = namespace["_gpe_factory"]
     inner = next(c for c in factory.__code__.co_consts if isinstance(c, types.CodeType))
-    if signature:  # tracebacks name the user's function
-        inner = inner.replace(co_name=fn.__name__, co_qualname=fn.__qualname__)
+    if signature:  # tracebacks (and functions it defines) name the user's function
+        inner = _renamed(inner, inner.co_qualname, fn.__qualname__).replace(
+            co_name=fn.__name__)
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
     closure = tuple(cells[name] if name in cells else types.CellType(runtime[name])
                     for name in inner.co_freevars)
@@ -45,3 +46,14 @@ def load(source: str | None, module: Any, fn: Callable, runtime: dict[str, Any],
         program.__kwdefaults__ = fn.__kwdefaults__
         program.__qualname__ = fn.__qualname__
     return program
+
+
+def _renamed(code: types.CodeType, old: str, new: str) -> types.CodeType:
+    """`code` with qualified names under `old` (the generated program's) under `new`, its
+    nested functions' too (`main.<locals>.step`, as the user's function names it)."""
+    consts = tuple(_renamed(c, old, new) if isinstance(c, types.CodeType) else c
+                   for c in code.co_consts)
+    qualname = code.co_qualname
+    if qualname == old or qualname.startswith(old + "."):
+        qualname = new + qualname[len(old):]
+    return code.replace(co_consts=consts, co_qualname=qualname)

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from ..facts import signature
 from ..speculation.adaptive import AdaptiveTimer
-from ..speculation.payoff import COSTS, progress
+from ..speculation.payoff import COSTS, lockstep, progress
 from .stubs import Runtime
 from .loader import load
 from ..runtime.losses import Replay
@@ -102,8 +102,9 @@ class Variant:
         self.host_fn = None
         self.host_fns: list = []  # its host programs: one, or one per replica (host_fn first)
         # prior: the function's plain eager calls before it was built (payoff.py)
-        self.timer = AdaptiveTimer(adaptive, sibling=sibling_timer, prior=prior,
-                                   disturbed=self.session.sink_started_since,
+        # (not timed in a worker of several: payoff.lockstep)
+        self.timer = AdaptiveTimer(adaptive and not lockstep(), sibling=sibling_timer,
+                                   prior=prior, disturbed=self.session.sink_started_since,
                                    fenced=self.session.fence_waited)
         self.folded: list = []  # entry values used as constants: (name, index, value)
         self.stale = False  # a call fell back mid-call: build again (see fell_back)
