@@ -19,6 +19,8 @@ slice turns out provisional (a user's Keras layer met before its first call buil
 from __future__ import annotations
 
 import inspect
+import linecache
+import os
 import threading
 import types
 import weakref
@@ -39,6 +41,8 @@ from .reasons import effect_call
 _cache: "weakref.WeakKeyDictionary[types.FunctionType, dict[tuple, Any]]" = \
     weakref.WeakKeyDictionary()
 _active: set[Any] = set()  # functions being analysed (recursion stays on the host)
+# function -> why it was last judged host work (host_statement), for the caller's messages
+_why: "weakref.WeakKeyDictionary[types.FunctionType, str]" = weakref.WeakKeyDictionary()
 
 Analyse = Callable[[Parsed, Facts], None]
 """The pipeline's passes up to placement, run on a parsed callee."""
@@ -209,6 +213,8 @@ def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], objects: list, const
             args[p.name].kind == Kind.PY_SCALAR and not args[p.name].constant}
     tests: list = []
     kind = pure_body(parsed.node, sent, tests)
+    if kind is None:
+        _note_why(fn, parsed)
     if kind is None or (sent and not speculated.only_in_tests(parsed.node, set(sent),
                                                               tests)):
         return None
@@ -219,6 +225,52 @@ def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], objects: list, const
                               for test, name in tests),
                   globals=namespaces.free_reads(parsed, {p.name for p in params}),
                   inline=_returns_objects(parsed.node))
+
+
+def why_host(fn: Any) -> str:
+    """Why `fn` was last judged host work (see host_statement), or ""."""
+    try:
+        return _why.get(fn, "")
+    except TypeError:
+        return ""
+
+
+def _note_why(fn: types.FunctionType, parsed: Parsed) -> None:
+    why = host_statement(parsed)
+    if why:
+        try:
+            _why[fn] = why
+        except TypeError:  # (no weak reference to it)
+            pass
+
+
+def host_statement(parsed: Parsed) -> str:
+    """Why the analysed function is host work, in the user's terms: `{source}` ({file}:{line})
+    of its first statement that runs on the host, and through a call of a callee judged
+    host work, where in that callee (d2l's LeNet: `return self.forward(X, *args)` calls
+    Module.forward, whose `assert ...` runs on the host); "" if none is found."""
+    for node in nodes.walk(parsed.node):
+        if not isinstance(node, gast.stmt) or node is parsed.node or \
+                anno.get(node, Key.PLACE) != Place.HOST:
+            continue
+        inner = next((_why[c[0]] for c in (anno.get(n, Key.SPLICE) for n in nodes.walk(node)
+                                            if isinstance(n, gast.Call))
+                      if c is not None and c[0] in _why), "")
+        text = linecache.getline(parsed.filename, node.lineno).strip()
+        where = f"{os.path.basename(parsed.filename)}:{node.lineno}"
+        said = f"`{text}` ({where})" if text else f"a statement at {where}"
+        if inner:
+            return f"{said} calls {_qualname(node)}, where {inner}"
+        if not isinstance(node, gast.Return):  # (a `return` is on the host: no reason)
+            return f"{said} runs on the host"
+    return ""
+
+
+def _qualname(stmt: gast.stmt) -> str:
+    for n in nodes.walk(stmt):
+        if isinstance(n, gast.Call) and anno.get(n, Key.SPLICE) is not None:
+            return anno.get(n, Key.SPLICE)[0].__qualname__
+    return "a function"
 
 
 def _object_reads(fn: gast.FunctionDef, position: dict[str, int]) -> set[tuple]:
@@ -269,6 +321,8 @@ def _method(method: Any, arg_kinds: list[Kind], facts: Facts, analyse: Analyse
     finally:
         _active.discard(fn)
     kind = pure_body(parsed.node)
+    if kind is None:
+        _note_why(fn, parsed)
     return None if kind is None else Judged(
         kind, globals=namespaces.free_reads(parsed, {p.name for p in params}))
 

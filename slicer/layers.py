@@ -16,20 +16,15 @@ Parameters of `call`: those without a default are tensors; those with one (`trai
 from __future__ import annotations
 
 import inspect
-import linecache
 import os
 from typing import Any, Callable
 
-import gast
-
-from . import anno, arity, nodes
-from .anno import Key
-from .callees import pure_body, reads_python_numbers
+from . import arity
+from .callees import host_statement, pure_body, reads_python_numbers
 from .errors import Refusal
 from .facts import ArgFact, Facts, Kind
 from .parser import parse
 from .pipeline import Pass, analyse
-from .placement import Place
 
 
 def kind_of_layer_call(call: Callable, layer: Any, classify: Callable[[Any], Kind]
@@ -68,20 +63,8 @@ def judge_layer_call(call: Callable, layer: Any, classify: Callable[[Any], Kind]
         return None, (f"its `call` reads a Python number from the layer "
                       f"({_where(parsed, parsed.node)}), frozen if traced")
     if pure_body(parsed.node) is None:
-        return None, _host_statement(parsed)
+        return None, host_statement(parsed) or "its `call` does host work"
     return Kind.TF_EFFECT_OP, ""
-
-
-def _host_statement(parsed) -> str:
-    """`{source}` ({file}:{line}) for the first statement of the analysed `call` that runs
-    on the host."""
-    for node in nodes.walk(parsed.node):
-        if isinstance(node, gast.stmt) and node is not parsed.node and \
-                anno.get(node, Key.PLACE) == Place.HOST and not isinstance(node, gast.Return):
-            text = linecache.getline(parsed.filename, node.lineno).strip()
-            return f"`{text}` ({_where(parsed, node)}) runs on the host" if text else \
-                f"a statement at {_where(parsed, node)} runs on the host"
-    return "its `call` does host work"
 
 
 def _where(parsed, node) -> str:

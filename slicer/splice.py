@@ -31,6 +31,7 @@ import gast
 
 from . import anno, nodes
 from .anno import Key
+from .callees import why_host
 from .chains import gpe_wrapped, stored_names
 from .facts import Kind
 from .parser import parse
@@ -42,9 +43,14 @@ _names = itertools.count()
 def note(inf, node: gast.Call, fn: Any) -> None:
     """The kinds pass (`inf`, its inferer): `node` calls `fn`, a user function it could not
     judge all TF work. A method is marked only where the chain it is called on reads
-    attributes the objects hold themselves (no property computing one each time)."""
+    attributes the objects hold themselves (no property computing one each time). The
+    call's function also gets why the callee is host work (callees.why_host), for the
+    caller's reasons and messages."""
     if not isinstance(fn, types.FunctionType):
         return
+    why = why_host(fn)
+    if why:
+        anno.set(node.func, Key.WHY_HOST, f"{fn.__qualname__}: {why}")
     func, bound = node.func, False
     if isinstance(func, gast.Attribute):
         # a method of the object (`self.model.training_step`): bound to the chain it is

@@ -1,4 +1,5 @@
 """`gpe.explain` and `gpe explain FILE:FUNCTION`."""
+import contextlib
 import io
 import os
 import sys
@@ -115,3 +116,70 @@ def test_explain_a_sliced_bound_method_before_and_after_calls():
     assert "assumed" not in after and "_Trainer.step" in after
     assert gpe.explain(trainer.step, file=io.StringIO()).splitlines()[2:] == \
         before.splitlines()[2:]  # the plain bound method: the same plan
+
+
+# why a step runs eagerly, named through its callees (issue 28) ----------------------------
+def _scaled(scale):
+    def loss_fn(y_hat, y):  # a closure: not spliced into the tape
+        print("computing the loss")
+        return tf.reduce_mean(tf.square(y_hat - y)) * scale
+    return loss_fn
+
+
+LOSS_FN = _scaled(1.0)
+
+
+def closure_loss_step(x, y):
+    with tf.GradientTape() as tape:
+        l = LOSS_FN(tf.matmul(x, W), y)
+        l2 = l * 2.0
+    W.assign_sub(0.01 * tape.gradient(l2, W))
+    return l
+
+
+class Forwarding(tf.keras.Model):
+    """As d2l's Module: `call` passes on to `forward`, which does host work."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = tf.keras.layers.Dense(1)
+
+    def call(self, X, *args, **kwargs):
+        return self.forward(X, *args)
+
+    def forward(self, X):
+        print("forward")
+        return self.net(X)
+
+
+def test_the_fallback_names_the_host_line_inside_the_callee_that_made_the_value():
+    """`l2 = l * 2.0` crossed into the tape as a tensor host code made; the message named
+    only `l2`. It follows `l2` back to `l = LOSS_FN(...)` and into LOSS_FN, to its print."""
+    f = gpe.function(closure_loss_step)
+    x, y = tf.ones((2, 3)), tf.ones((2, 1))
+    with contextlib.redirect_stdout(io.StringIO()):
+        for _ in range(3):
+            f(x, y)
+    (reason,) = f.stats()["fallbacks"]
+    here = os.path.basename(__file__)
+    line = closure_loss_step.__code__.co_firstlineno + 2
+    assert f"`l = LOSS_FN((tf.matmul(x, W)), y)` ({here}:{line}) runs on the host" in reason, reason
+    printing = _scaled.__code__.co_firstlineno + 2
+    assert f"loss_fn: `print(\"computing the loss\")` ({here}:{printing}) runs on the host" \
+        in reason, reason
+
+
+def test_a_layer_whose_forward_does_host_work_names_that_line():
+    """d2l's Module.call is `return self.forward(X, *args)`: the reason was "its `call`
+    does host work"; it names `forward`'s host statement."""
+    from gpe.host.facts import oracle
+    from gpe.slicer.layers import judge_layer_call
+    model = Forwarding()
+    with contextlib.redirect_stdout(io.StringIO()):
+        model(tf.ones((2, 3)))
+    kind, why = judge_layer_call(Forwarding.call, model, oracle.classify)
+    here = os.path.basename(__file__)
+    line = Forwarding.forward.__code__.co_firstlineno + 1
+    assert kind is None and why == (
+        f"`return self.forward(X, *args)` ({here}:{line - 3}) calls Forwarding.forward, "
+        f"where `print(\"forward\")` ({here}:{line}) runs on the host"), why

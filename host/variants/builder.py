@@ -423,18 +423,27 @@ def host_values_only(plan: SlicePlan, runs: list) -> None:
 
 
 def _made_by(plan: SlicePlan, name: str) -> str:
-    """Why the host statement that binds `name` runs on the host, where a callee it calls
-    says so (a user layer's `call` with a host statement: `self.add_loss(...)`)."""
-    for line in plan.lines:
-        if line.place != "host" or "may touch TF state; " not in line.reason:
-            continue
+    """Why the host statement that made `name` runs on the host, where a callee it calls
+    says so (a user layer's `call` with a host statement: `self.add_loss(...)`), followed
+    back through the host statements it was computed from (`l2 = l * 2.0` after
+    `l = loss_fn(...)`)."""
+    names, seen = {name}, set()
+    for line in reversed(plan.lines):
         try:
             tree = ast.parse(line.source)
         except SyntaxError:
             continue
-        if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
-               for n in ast.walk(tree)):
-            return f"; `{line.source}` runs on the host: {line.reason.split(': ', 1)[-1]}"
+        if line.place != "host" or id(line) in seen or not any(
+                isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Store)
+                for n in ast.walk(tree)):
+            continue
+        seen.add(id(line))
+        if "may touch TF state; " in line.reason:
+            return (f"; `{plan.user_terms(line.source, quote=False)}` "
+                    f"({plan.where(line.lineno)}) runs on the host: "
+                    f"{line.reason.split(': ', 1)[-1]}")
+        names |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                  and isinstance(n.ctx, ast.Load)}
     return ""
 
 
