@@ -38,7 +38,8 @@ class Follow:
             target = w.gate(stmt, gate, target, carried, crossing)
         loop = not isinstance(stmt, gast.If)
         each = anno.get(stmt, Key.EACH, ())
-        k = w.channel(ChannelKind.LOOP if loop else ChannelKind.BRANCH, each, stmt.lineno)
+        k = w.channel(ChannelKind.LOOP if loop else ChannelKind.BRANCH, each, stmt.lineno,
+                      _iterates(stmt, w.params))
         live = anno.get(stmt, Key.RESCUE_EACH, ()) if w.rescuable and each else ()
         if each:
             w.profile_each[id(stmt)] = templates.replace(f"_gpe_obs({k}, __v__)",
@@ -152,3 +153,21 @@ def _rerouted(call: gast.Call, template: str) -> gast.Call:
     new.args = new.args + list(call.args)
     new.keywords = list(call.keywords)
     return new
+
+
+def _iterates(stmt, params: frozenset) -> tuple[str, tuple[str, ...]] | None:
+    """A `for` binding names over an object reached by a path (Key.ITERATED) or over a
+    parameter the function never rebinds: (the path, the names), which the iteration's
+    flag sends first where the TF part reads them (Channel.iterates)."""
+    if not isinstance(stmt, gast.For):
+        return None
+    path = anno.get(stmt, Key.ITERATED) if anno.has(stmt, Key.ITERATED) else \
+        stmt.iter.id if isinstance(stmt.iter, gast.Name) and stmt.iter.id in params else None
+    if path is None:
+        return None
+    target = stmt.target
+    names = [target] if isinstance(target, gast.Name) else list(
+        getattr(target, "elts", [None]))
+    if not all(isinstance(n, gast.Name) for n in names):
+        return None
+    return path, tuple(n.id for n in names)

@@ -24,6 +24,7 @@ import gast
 
 from . import anno, nodes, scope, templates
 from .anno import Key
+from .chains import stored_names
 from .errors import Refusal
 from .facts import Facts, Kind
 from .parser import Parsed
@@ -77,6 +78,7 @@ class _Partition:
                 anno.get(s, Key.PLACE) != Place.TF for s in w.body)
             for w in nodes.walk(parsed.node))
         self.writer = Writer(rescuable)
+        self.writer.params = frozenset(facts.args) - stored_names(parsed.node)
         self.follow = Follow(self.writer, self.block)
         self.in_tf_with = 0
         self.gates_in_with: list = []  # (segment, assignment, channel) in the current with

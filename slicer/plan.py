@@ -33,6 +33,9 @@ class Channel:
     kind: ChannelKind
     names: tuple[str, ...]  # values carried, in order (a GATE's flag is not listed)
     lineno: int             # the user's line where the crossing happens
+    # a LOOP of a `for` over an object reached by a path (Key.ITERATED): (its dotted path,
+    # the loop's target names), where the host can say what iterating it is sure to give
+    iterates: tuple[str, tuple[str, ...]] | None = None
 
     @property
     def to_tf(self) -> bool:

@@ -51,10 +51,14 @@ class Writer:
         # names kept by the MIRROR statements being written (Key.KEPT): name -> the host
         # flags saying TF work rebound it last
         self.kept: dict[str, list[str]] = {}
+        # the function's parameters it never rebinds: a loop over one iterates the
+        # argument the call key describes (Channel.iterates)
+        self.params: frozenset[str] = frozenset()
 
-    def channel(self, kind: ChannelKind, names: tuple[str, ...], lineno: int) -> int:
+    def channel(self, kind: ChannelKind, names: tuple[str, ...], lineno: int,
+                iterates: tuple[str, tuple[str, ...]] | None = None) -> int:
         index = len(self.channels)
-        self.channels.append(Channel(index, kind, names, lineno))
+        self.channels.append(Channel(index, kind, names, lineno, iterates))
         return index
 
     def site(self, channel: int) -> int:

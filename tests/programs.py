@@ -98,3 +98,34 @@ class CheckingOther(AssertingModule):
     def forward(self, X):
         assert hasattr(self, 'head')  # an attribute it does not read: nothing guards it
         return self.net(X)
+
+
+def conv_epoch(ds, conv, log, lr):
+    """An epoch over a dataset of images with a Keras Conv2D layer, the loss read on the
+    host inside the tape (the plan cannot hand a misfit back: tests/test_exact_arithmetic)."""
+    for x, y in ds:
+        with tf.GradientTape() as tape:
+            out = tf.reduce_mean(conv(x), axis=[1, 2, 3])
+            loss = tf.reduce_mean(tf.square(out - tf.cast(y, tf.float32)))
+            log.append(float(loss.numpy()))
+        grads = tape.gradient(loss, conv.trainable_variables)
+        for grad, var in zip(grads, conv.trainable_variables):
+            var.assign_sub(lr * grad)
+
+
+class ConvTrainer:
+    """d2l's Trainer in small: an epoch over the dataset it holds (`self.loader`), the loss
+    read on the host inside the tape (tests/test_exact_arithmetic)."""
+
+    def __init__(self, conv, loader, log):
+        self.conv, self.loader, self.log = conv, loader, log
+
+    def fit_epoch(self):
+        for batch in self.loader:
+            with tf.GradientTape() as tape:
+                out = tf.reduce_mean(self.conv(batch[0]), axis=[1, 2, 3])
+                loss = tf.reduce_mean(tf.square(out - tf.cast(batch[1], tf.float32)))
+                self.log.append(float(loss.numpy()))
+            grads = tape.gradient(loss, self.conv.trainable_variables)
+            for grad, var in zip(grads, self.conv.trainable_variables):
+                var.assign_sub(0.5 * grad)

@@ -28,6 +28,9 @@ class ValueSpec:
     python: bool = False        # a Python or NumPy value (converted like eager would)
     default_dtype: tf.DType | None = None  # dtype when an op asks for none (Python values)
     type_name: str = ""
+    # the dimensions every value sent is sure to have, where its source says so (a steady
+    # dataset's element_spec: host/variants/steady.py): `any_size` keeps them
+    given: tuple | None = None
 
     def describe(self) -> str:
         shape = "?" if self.shape is None else "(" + ", ".join(
@@ -302,11 +305,15 @@ def relaxed(spec: ValueSpec, keep_rank: bool = False) -> ValueSpec:
 
 
 def any_size(spec: ValueSpec) -> ValueSpec:
-    """`spec` with every dimension any size, its rank kept where known."""
+    """`spec` with every dimension any size, its rank kept where known, but the dimensions
+    its source guarantees (`given`): traced without them, library code can take another
+    path than eagerly (Keras' convolution compiles the op with XLA where it does not know
+    the input's channels, and XLA's results differ from the TF kernels eager runs)."""
     if spec.shape is None:
         return spec
-    return ValueSpec(spec.dtype, (None,) * len(spec.shape), spec.python, spec.default_dtype,
-                     spec.type_name)
+    given = spec.given if spec.given is not None and len(spec.given) == len(spec.shape) \
+        else (None,) * len(spec.shape)
+    return ValueSpec(spec.dtype, given, spec.python, spec.default_dtype, spec.type_name)
 
 
 def read_variable(var) -> tf.Tensor:

@@ -17,6 +17,7 @@ import weakref
 import tensorflow as tf
 
 from ..facts import oracle, signature
+from .elements import with_given
 from .loader import load
 from ..speculation.speculation import (Assumptions, NotObserved, channel_specs, leaf_shapes,
                                        sent_numbers,
@@ -256,6 +257,9 @@ class Builder:
             runs) >= max(1, owner.profile_calls - self.unbuilt_tries))
         try:
             seen = crossings(plan, runs, assumed, sibling, guess)
+            given, held = with_given(plan, seen.specs, seen.layouts, values,
+                                     owner.keys.lookup)
+            seen = dataclasses.replace(seen, specs=given)
             guess = guess and bool(unreached_lines(plan, seen.specs))  # (speculated)
             # as fast as its sibling (measured, or being measured: the first of the two
             # to settle gives the other its verdict)
@@ -269,6 +273,10 @@ class Builder:
                 self._unspeculate(speculated, "a loop of its TF part cannot hand a misfit "
                                               "back")
             self._guessed(plan, variant)
+            if any(variant.part.specs.get(k) != given[k] for k in held):
+                # a loop took its values any size but what their dataset gives: the key
+                # holds that dataset (an argument's, its element_spec, already does)
+                owner.keys.add_guards(tuple(set(held.values())), values)
             return variant
         except Unsendable as exc:
             if exc.names and not set(exc.names) <= assumed.host_only:
