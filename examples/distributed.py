@@ -9,7 +9,7 @@ write it: batches from `strategy.experimental_distribute_dataset`, a per-replica
                                    [--steps N]
                                    [--mode eager|tf.function|gpe|all] [--wrap dist|replica]
                                    [--strategy mirrored|multiworker|onedevice|default]
-                                   [--json FILE]
+                                   [--json FILE] [--gpe-run]
 
 Programs: `vars` (two variables, SGD), `keras` (a Sequential MLP, Adam), `subclassed` (a
 subclassed keras.Model with its own distributed step method, SGD with momentum),
@@ -24,7 +24,9 @@ Prints the losses and final weights (and gpe's stats); `--json` writes them with
 per step (median of the steps after the first 10, the graph waited for at each timing
 point). `--strategy multiworker` launches 2 local workers (one process each, with its
 TF_CONFIG on free ports; each a replica on its CPU), waits for them (bounded, killed past
-it) and reports worker 0's result and whether the workers agree.
+it) and reports worker 0's result and whether the workers agree; with `--gpe-run` each
+worker runs under `gpe run --report` (the script unmodified: run the launcher so too), and
+each worker's report is kept in the result (`reports`).
 """
 from __future__ import annotations
 
@@ -305,7 +307,7 @@ def run_program(args) -> dict:
     return results[modes[0]] if args.mode in MODES else {"modes": results}
 
 
-def launch_workers(argv: list[str], timeout: float) -> dict:
+def launch_workers(argv: list[str], timeout: float, gpe_run: bool = False) -> dict:
     """Run this script on REPLICAS local workers (TF_CONFIG each, free ports) to their end,
     bounded by `timeout` (then killed); worker 0's result with `agree` (every worker ended
     at the same losses and weights) and any worker's error."""
@@ -319,8 +321,10 @@ def launch_workers(argv: list[str], timeout: float) -> dict:
         outs.append(os.path.join(tmp, f"worker{i}.json"))
         env = dict(os.environ, TF_CONFIG=json.dumps(
             {"cluster": cluster, "task": {"type": "worker", "index": i}}))
+        run = [sys.executable, "-m", "gpe.cli", "run", "--report"] if gpe_run else [
+            sys.executable]
         procs.append(subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), *argv, "--json", outs[-1]],
+            [*run, os.path.abspath(__file__), *argv, "--json", outs[-1]],
             env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     deadline = time.monotonic() + timeout
     try:
@@ -330,10 +334,11 @@ def launch_workers(argv: list[str], timeout: float) -> dict:
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
+    reports = [r.pop("report", None) for r in results]
     if any("modes" not in r for r in results):  # one mode, or a worker failed
-        return combine(results)
+        return dict(combine(results), reports=reports)
     return {"modes": {mode: combine([r["modes"][mode] for r in results])
-                      for mode in results[0]["modes"]}}
+                      for mode in results[0]["modes"]}, "reports": reports}
 
 
 def wait_worker(proc, out: str, deadline: float) -> dict:
@@ -344,7 +349,10 @@ def wait_worker(proc, out: str, deadline: float) -> dict:
     if proc.returncode != 0 or not os.path.exists(out):
         return {"error": f"worker exit {proc.returncode}: {err[-300:]}"}
     with open(out) as f:
-        return json.load(f)
+        result = json.load(f)
+    if "gpe report:" in err:  # (under gpe run --report)
+        result["report"] = err[err.index("gpe report:"):]
+    return result
 
 
 def combine(results: list[dict]) -> dict:
@@ -371,12 +379,15 @@ def main(argv=None) -> dict:
     parser.add_argument("--timeout", type=float, default=600,
                         help="multiworker: seconds the workers may take, then killed")
     parser.add_argument("--json")
+    parser.add_argument("--gpe-run", action="store_true", help="multiworker: each worker "
+                        "runs under `gpe run --report`")
     args = parser.parse_args(argv)
     if args.strategy == "multiworker" and "TF_CONFIG" not in os.environ:
         argv = [a for a in (sys.argv[1:] if argv is None else argv)]
         if "--json" in argv:
             del argv[argv.index("--json"):argv.index("--json") + 2]
-        result = launch_workers(argv, args.timeout)
+        argv = [a for a in argv if a != "--gpe-run"]
+        result = launch_workers(argv, args.timeout, args.gpe_run)
     else:
         result = run_program(args)
     if args.json:

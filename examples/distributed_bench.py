@@ -2,13 +2,17 @@
 MirroredStrategy over 2 logical CPUs and MultiWorkerMirroredStrategy on 2 local workers
 (launched by distributed.py, one process each), with the distributed step decorated
 (`dist`: the function that calls strategy.run and strategy.reduce) and with the
-per-replica step decorated (`replica`: plain `strategy.run(step, ...)` in the loop). The
-three modes of a row run in one process (one per worker), taking turns step by step
-(`distributed.py --mode all`), so that their times are taken under the same load; one
-command makes the whole table:
+per-replica step decorated (`replica`: plain `strategy.run(step, ...)` in the loop), and
+with the script unmodified under `gpe run --report` (`gpe-run`: every worker so; it wraps
+the classes' methods, the distributed step among them). The three modes of a row run in
+one process (one per worker), taking turns step by step (`distributed.py --mode all`), so
+that their times are taken under the same load; a `gpe-run` row runs gpe run's and
+tf.function's in one process (`--mode eager,tf.function` under gpe run: its eager program
+is gpe run's; a tf.function of a sliced function traces the plain function), its eager
+time is the `dist` row's. One command makes the whole table:
 
     python examples/distributed_bench.py [--programs vars,keras,subclassed] [--steps N]
-                                         [--repeats R] [--wrap dist,replica]
+                                         [--repeats R] [--wrap dist,replica,gpe-run]
                                          [--strategy mirrored,multiworker]
 
 Prints, per row, ms per step for each mode (median over the runs of each run's median),
@@ -17,13 +21,15 @@ gpe's steady-state calls (after its profile calls) that ran sliced, gpe's speed 
 to eager and tf.function, and whether the row meets issue 16's targets (identical, >= 90%
 sliced, >= 0.9x tf.function where tf.function is correct: equal to eager, or within
 1e-5, "differs by"). tf.function's error is shown where it fails; under multiworker,
-"workers disagree" where the workers' results differ.
+"workers disagree" where the workers' results differ. After the table, what `gpe run
+--report` said for each gpe-run row (each worker's, under multiworker).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -36,11 +42,17 @@ MODES = ("eager", "tf.function", "gpe")
 
 def run(program: str, steps: int, out: str, wrap: str, strategy: str) -> dict:
     """One run of the three modes side by side (`distributed.py --mode all`: one process,
-    or one per worker): {mode: result}. Its own process group, killed past the limit."""
+    or one per worker): {mode: result}. Its own process group, killed past the limit.
+    `gpe-run`: gpe run's mode and tf.function's, with the reports (`reports`)."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    cmd = [sys.executable, os.path.join(HERE, "distributed.py"), "--program", program,
-           "--mode", "all", "--steps", str(steps), "--json", out, "--wrap", wrap,
-           "--strategy", strategy, "--timeout", "500"]
+    script = [sys.executable, os.path.join(HERE, "distributed.py")]
+    modes, extra = "all", []
+    if wrap == "gpe-run":
+        script = [sys.executable, "-m", "gpe.cli", "run", "--report", script[1]]
+        modes, wrap = "eager,tf.function", "dist"
+        extra = ["--gpe-run"] if strategy == "multiworker" else []
+    cmd = [*script, "--program", program, "--mode", modes, "--steps", str(steps), "--json",
+           out, "--wrap", wrap, "--strategy", strategy, "--timeout", "500", *extra]
     proc = subprocess.Popen(cmd, cwd=tempfile.gettempdir(), env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -56,7 +68,30 @@ def run(program: str, steps: int, out: str, wrap: str, strategy: str) -> dict:
         return {mode: {"error": f"exit {proc.returncode}: {err[-200:]}"} for mode in MODES}
     if "modes" not in result:  # a worker failed before it could report
         return {mode: result for mode in MODES}
+    if modes != "all":  # gpe run's: its eager program ran sliced
+        reports = result.get("reports") or [err[err.index("gpe report:"):]
+                                            if "gpe report:" in err else ""]
+        gpe_run = dict(result["modes"]["eager"], reports=reports)
+        gpe_run["stats"] = reported_stats(reports[0])
+        return {"tf.function": result["modes"]["tf.function"], "gpe": gpe_run}
     return result["modes"]
+
+
+def reported_stats(report: str) -> dict | None:
+    """The calls of the function with the most calls in a `gpe run --report` (its step):
+    {"calls", "graph_calls", "profile_calls"} (profile and unpaid calls: before it was
+    built)."""
+    section = report.split("gpe report: where")[0]
+    best = None
+    for found in re.finditer(r"\n  (\S[^:\n]*): (\d+) calls, (\d+) sliced", section):
+        if best is None or int(found[2]) > int(best[2]):
+            best = found
+    if best is None:
+        return None
+    lines = re.split(r"\n  \S", section[best.end():], maxsplit=1)[0]
+    before = sum(int(n) for n in re.findall(
+        r"eager x(\d+): (?:profile calls|before building it paid off)", lines))
+    return {"calls": int(best[2]), "graph_calls": int(best[3]), "profile_calls": before}
 
 
 def same(a: dict, b: dict) -> bool:
@@ -75,6 +110,9 @@ def row(label: list[str], runs: dict[str, list[dict]]) -> str:
     cells, times, correct = list(label), {}, {}
     for mode in MODES:
         first = runs[mode][0]
+        if mode == "eager" and "ms" not in first and "error" not in first:
+            cells.append("-")  # (a gpe-run row without its dist row)
+            continue
         if "error" in first:
             cells.append(f"fails ({first['error'][:40]})")
             continue
@@ -131,6 +169,7 @@ def main() -> None:
     print("| strategy | decorated | program | eager ms | tf.function ms | gpe ms | "
           "gpe sliced (steady) | gpe vs eager | gpe vs tf.function | targets met |")
     print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    eagers, reports = {}, []
     with tempfile.TemporaryDirectory() as tmp:
         for strategy in args.strategy.split(","):
             for wrap in args.wrap.split(","):
@@ -141,7 +180,16 @@ def main() -> None:
                         for mode, result in run(program, args.steps, out, wrap,
                                                 strategy).items():
                             runs[mode].append(result)
+                    if wrap == "gpe-run":  # the dist row's eager run
+                        runs["eager"] = eagers.get((strategy, program), [{}])
+                        reports.append((f"{strategy} {program}", runs["gpe"][0]))
+                    elif runs["eager"] and "ms" in runs["eager"][0]:
+                        eagers.setdefault((strategy, program), runs["eager"])
                     print(row([strategy, wrap, program], runs), flush=True)
+    for label, result in reports:
+        for i, report in enumerate(result.get("reports") or ()):
+            print(f"\n`gpe run --report`, {label}, worker {i}:\n" +
+                  report.split("gpe report: where")[0].rstrip())
 
 
 if __name__ == "__main__":

@@ -248,7 +248,10 @@ def report() -> str:
     # reason is listed with the functions that ran sliced
     waiting = [f for f in wrapped if f.payoff.waiting and not f.plain and not f.variants
                and not f.stats()["fallbacks"]]
-    rows = [f for f in wrapped if (not f.plain or f.stats()["fallbacks"]) and f not in waiting]
+    # (a function never called is not listed: without the payoff wait, GPE_PAYOFF=0 or a
+    # worker of several, it would be a row of zeros)
+    rows = [f for f in wrapped if (not f.plain or f.stats()["fallbacks"]) and f not in waiting
+            and f.stats_.calls]
     lines = ["gpe report: functions with TF work"]
     if not rows:
         lines.append("  (none)")
