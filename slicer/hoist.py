@@ -15,7 +15,7 @@ import itertools
 
 import gast
 
-from . import anno, nodes
+from . import anno, nodes, unnest
 from .anno import Key
 from .facts import MATERIALIZE_BUILTINS, MATERIALIZE_METHODS, STRUCTURAL_BUILTINS, TF_CALLABLES, TF_KINDS, Kind
 from .parser import Parsed
@@ -199,7 +199,8 @@ def _block(stmts: list[gast.stmt], counter) -> list[gast.stmt]:
     out: list[gast.stmt] = []
     split = []
     for stmt in _taken(stmts, counter):
-        split += _split_tuple_assignment(stmt) or [stmt]
+        for part in _split_tuple_assignment(stmt) or [stmt]:
+            split += unnest.statements(part, counter)
     for stmt in split:
         origin = anno.get(stmt, Key.ORIGIN, getattr(stmt, "lineno", 0))
         if is_tf_with(stmt):

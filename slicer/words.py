@@ -17,7 +17,7 @@ import gast
 from . import nodes
 from .templates import source_of
 
-TEMPORARY = re.compile(r"\b_gpe_[ht]\d+\b")
+TEMPORARY = re.compile(r"\b_gpe_[htn]\d+\b")  # hoist.py, unnest.py
 # a variable the host reads, read in the TF part (hoist._read_value): `v.read_value()`
 READ_VARIABLE = re.compile(r"_gpe_rt\.read_variable\(([^()]*)\)")
 
@@ -38,7 +38,7 @@ def user_terms(text: str, temps: Mapping[str, str], quote: bool = True) -> str:
     A line that only binds one (`_gpe_h0 = expr`) reads as the expression."""
     text = READ_VARIABLE.sub(r"\1.read_value()", text).replace(
         "_gpe_rt.read_variable", "read_value")
-    bound = re.match(r"\s*(_gpe_[ht]\d+) = ", text)
+    bound = re.match(r"\s*(_gpe_[htn]\d+) = ", text)
     if bound and bound.group(1) in temps:
         text = text[bound.end():]
     for _ in range(8):  # temporaries that read temporaries

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from gpe.run import auto
-from harness import check
+from harness import check, differential
 from test_training_programs import PROGRAMS, drive, examples_drive, slow
 
 RNG = np.random.RandomState(0)
@@ -177,3 +177,63 @@ def test_example_program_under_gpe_run_is_sliced_in_steady_state(program):
             assert sliced >= 0.9 * calls, (name, row["sliced"], lines)
             others += 1
     assert late == 1 and others >= 1, (row["sliced"], lines)
+
+
+# a sliced call inside another call's arguments (d2l's evaluate_accuracy) ------------------
+W_EVAL = tf.Variable(tf.ones([4, 2]) * 0.1)
+
+
+class Accumulator:
+    def __init__(self):
+        self.data = [0.0, 0.0]
+
+    def add(self, *args):
+        self.data = [a + float(b) for a, b in zip(self.data, args)]
+
+
+def eval_net(X):
+    return tf.matmul(X, W_EVAL)
+
+
+def eval_accuracy(y_hat, y):
+    y_hat = tf.argmax(y_hat, axis=1)
+    LOG_EVAL.append("accuracy")
+    return float(tf.reduce_sum(tf.cast(tf.cast(y_hat, y.dtype) == y, y.dtype)))
+
+
+def evaluate_accuracy(data_iter):
+    metric = Accumulator()
+    for X, y in data_iter:
+        metric.add(eval_accuracy(eval_net(X), y), tf.size(y))
+    return metric.data[0] / metric.data[1]
+
+
+LOG_EVAL: list = []
+
+
+@pytest.mark.timeout(300)
+def test_a_sliced_call_inside_another_calls_arguments_runs_nested():
+    """`metric.add(accuracy(net(X), y), size(y))` under `gpe run` (d2l's evaluate_accuracy,
+    every function wrapped): `accuracy` was called while evaluate_accuracy's sliced call
+    was running, so it ran eagerly, after a wait for the caller's TF part, every time
+    (d2l_softmax_scratch under `gpe run`: 2x eager's time). Moved out into statements of
+    their own, in Python's order, the calls run nested: accuracy's TF part inside the
+    caller's."""
+    data = tf.data.Dataset.from_tensor_slices(
+        (tf.reshape(tf.range(32, dtype=tf.float32), (8, 4)) / 10.0,
+         tf.constant([0, 1] * 4, tf.int64))).batch(4)
+
+    def program(wrap, log):
+        global LOG_EVAL, eval_accuracy, eval_net
+        LOG_EVAL, plain = log, (eval_accuracy, eval_net)
+        eval_accuracy, eval_net = wrap(eval_accuracy), wrap(eval_net)
+        try:
+            main = wrap(evaluate_accuracy)
+            return [main(data) for _ in range(5)], {"w": W_EVAL}
+        finally:
+            eval_accuracy, eval_net = plain
+    made = differential(program)
+    accuracy, main = made[0], made[2]
+    assert main.stats()["graph_calls"] == 4, main.stats()
+    assert accuracy.stats()["graph_calls"] >= 8 and not accuracy.stats()["fallbacks"], \
+        accuracy.stats()
