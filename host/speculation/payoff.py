@@ -10,11 +10,12 @@ be, the time spent is at most about twice that of the better choice made in hind
 script of many functions each called a few times stays near eager's time; a training step
 is built after its first few dozen milliseconds).
 
-In a worker of several (`lockstep`) the rule is off, as is every choice made by timing
-(the adaptive timer, the build budget): the workers' steps meet in collective ops whose
-keys each process numbers by its own eager calls and builds, so a step run eagerly on one
-worker and sliced on another waits for its peer forever; choices made by counting calls
-are the same on every worker.
+In a worker of several (`lockstep`) nothing is chosen by time (the adaptive timer and the
+build budget are off too): the workers' steps meet in collective ops whose keys each
+process numbers by its own eager calls and builds, so a step run eagerly on one worker and
+sliced on another waits for its peer forever. There a function pays off after its first
+call, whatever GPE_PAYOFF says (it could differ between workers): a function called once
+(`main()`) runs plainly, a step is profiled from its second call on, on every worker.
 
 GPE_PAYOFF=0 turns the rule off (build after the profile calls, as `gpe.function` always
 does); GPE_PAYOFF=S (seconds) fixes the expected cost instead of measuring it. A build
@@ -97,9 +98,9 @@ def setting() -> float | None:
 
 
 def enabled() -> bool:
-    """Whether functions `gpe run` wraps wait until they pay off (GPE_PAYOFF=0, or a
-    worker of several: no)."""
-    return setting() != 0.0 and not lockstep()
+    """Whether functions `gpe run` wraps wait until they pay off (GPE_PAYOFF=0: no; a
+    worker of several: yes, for one call)."""
+    return lockstep() or setting() != 0.0
 
 
 COSTS = BuildCosts()
@@ -136,7 +137,8 @@ class Payoff:
     def eager_call(self, seconds: float) -> bool:
         """An eager call took `seconds`; True once the function has paid off (build it).
         The first call does not count: it carries one-time costs (TF's first runs of its
-        kernels, imports), and a function called once gains nothing from a build."""
+        kernels, imports), and a function called once gains nothing from a build. In a
+        worker of several, a function has paid off after its first call (`lockstep`)."""
         self.calls += 1
         if self.calls > 1:
             self.eager_s += seconds
