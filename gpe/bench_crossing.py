@@ -1,11 +1,14 @@
 """`gpe bench`: the cost of crossing between the host and the graph, in one run.
 
 Each figure is the median over --repeats runs of --calls operations, in microseconds per
-operation; pipelined figures include the final wait for the graph to finish. Beside the
+operation (the rows measured round-robin, once per repeat each); pipelined figures
+include the final wait for the graph to finish. Beside the
 wall time: its ratio to an eager op's (the ratio holds across loads of a shared machine,
-the microseconds do not) and the host thread's CPU time. The two floor rows feed the
-running sink with the bare queue operations of a call (no gpe Python at all): what the
-queue operations and the graph's side cost by themselves.
+the microseconds do not) and the host thread's CPU time. The floor rows feed the running
+sink with the bare queue operations of a call (no gpe Python at all): a call's one
+enqueue (its part number and entry values together) and, for a round trip, the dequeue
+of its result: what the queue operations and the graph's side cost by themselves. The
+ratio lines give a call's time over its floor's, per repeat (the median of those).
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from tensorflow.python.ops import gen_data_flow_ops
 
 from .api import function as gpe_function
 from .slicer.plan import ChannelKind
+from .tfprog.sink import RUN
 
 _state = tf.Variable(0.0)
 
@@ -28,7 +32,7 @@ def _send_only(x):
 
 
 def _empty(x):
-    return x
+    return tf.identity(x)  # (a function with no TF work runs eagerly)
 
 
 def _part_number_only():
@@ -39,61 +43,57 @@ def _plus_one(x):
     return x + 1.0
 
 
-def _median_us(run: Callable[[int], None], calls: int, repeats: int) -> tuple[float, float]:
-    """(wall, host thread CPU): medians in microseconds per operation."""
-    times, cpu = [], []
-    for _ in range(repeats):
-        start, start_cpu = time.perf_counter(), time.thread_time()
-        run(calls)
-        cpu.append((time.thread_time() - start_cpu) / calls)
-        times.append((time.perf_counter() - start) / calls)
-    return statistics.median(times) * 1e6, statistics.median(cpu) * 1e6
+def _once_us(run: Callable[[int], None], calls: int) -> tuple[float, float]:
+    """(wall, host thread CPU) of `calls` operations, in microseconds per operation."""
+    start, start_cpu = time.perf_counter(), time.thread_time()
+    run(calls)
+    return ((time.perf_counter() - start) / calls * 1e6,
+            (time.thread_time() - start_cpu) / calls * 1e6)
 
 
-def _channel(sliced, kind: ChannelKind):
-    """The host end of the channel of `kind` of sliced's (one) variant, and that variant."""
+def _waited_on(sliced, x=None):
+    """The dispatch queue of sliced's (one) variant's part, after a call of it (so that
+    its sink waits on that queue: tfprog/sink.py; its result read through gpe), and the
+    variant."""
+    result = sliced(x) if x is not None else sliced()
+    if result is not None:
+        float(result)
     variant = next(iter(sliced.variants.values()))
-    registration = variant.registration()
-    index = next(c.index for c in variant.plan.channels if c.kind == kind)
-    return registration.channels[index].handle, registration.index, variant.session
+    return variant.registration().dispatch.queue_ref, variant
 
 
 def _floors(x, send_only, plus_one, no_entry):
-    """The sink fed by bare queue operations: a call's entry value and part number (and,
-    round trip, the dequeue of its result), as gpe's host code sends them, less gpe; and
-    a part number alone, to a part with no entry values (what one queue operation per call,
-    the entry values and the part number sent together, could cost at best)."""
-    entry, part, session = _channel(send_only, ChannelKind.ENTRY)
-    only = next(iter(no_entry.variants.values())).registration().index
-    rt_entry, rt_part, _ = _channel(plus_one, ChannelKind.ENTRY)
-    result, _, _ = _channel(plus_one, ChannelKind.OUTPUT)
-    # each part's sink (host/runtime/sinks.py): its control queue and its slot there
-    _, control, part = session.routes[part]
-    _, rt_control, rt_part = session.routes[rt_part]
-    _, only_control, only = session.routes[only]
+    """The sink fed by bare queue operations, as gpe's host code sends them, less gpe: a
+    call's one enqueue (RUN and its entry value) into the dispatch queue the sink waits
+    on (and, round trip, the dequeue of its result); and RUN alone, to a part with no
+    entry values."""
+    run = tf.constant(RUN, tf.int32)
 
-    def sent(n):  # the session counts the calls it sent (its fence waits for them)
+    def sent(session, n):  # the session counts the calls it sent (its fence waits for them)
         with session.blocking:
             session.sent += n
         session.fence()
 
     def send(n):
+        dispatch, variant = _waited_on(send_only, x)
         for _ in range(n):
-            gen_data_flow_ops.queue_enqueue_v2(entry, [x])
-            gen_data_flow_ops.queue_enqueue_v2(control, [part])
-        sent(n)
+            gen_data_flow_ops.queue_enqueue_v2(dispatch, [run, x])
+        sent(variant.session, n)
 
     def round_trip(n):
+        dispatch, variant = _waited_on(plus_one, x)
+        index = next(c.index for c in variant.plan.channels if c.kind == ChannelKind.OUTPUT)
+        result = variant.registration().channels[index].handle
         for _ in range(n):
-            gen_data_flow_ops.queue_enqueue_v2(rt_entry, [x])
-            gen_data_flow_ops.queue_enqueue_v2(rt_control, [rt_part])
+            gen_data_flow_ops.queue_enqueue_v2(dispatch, [run, x])
             float(gen_data_flow_ops.queue_dequeue_v2(result, [tf.float32])[0])
-        sent(n)
+        sent(variant.session, n)
 
     def part_number(n):
+        dispatch, variant = _waited_on(no_entry)
         for _ in range(n):
-            gen_data_flow_ops.queue_enqueue_v2(only_control, [only])
-        sent(n)
+            gen_data_flow_ops.queue_enqueue_v2(dispatch, [run])
+        sent(variant.session, n)
     return send, round_trip, part_number
 
 
@@ -108,7 +108,9 @@ def _warm(x, send_only, empty, plus_one, no_entry) -> None:
     float(empty(x))
 
 
-def crossing(calls: int = 2000, repeats: int = 5) -> list[tuple[str, float, str]]:
+def crossing(calls: int = 2000, repeats: int = 5) -> tuple[list, list]:
+    """(rows: (name, (wall, host CPU) medians in us per operation, note), ratios: (name,
+    the median over repeats of a call's wall time over its floor's in the same repeat))."""
     x = tf.constant(1.0)
     queue = tf.queue.FIFOQueue(-1, [tf.float32])
     eager_fn = tf.function(_plus_one, autograph=False)
@@ -146,39 +148,43 @@ def crossing(calls: int = 2000, repeats: int = 5) -> list[tuple[str, float, str]
 
     floor_send, floor_round_trip, floor_one = _floors(x, send_only, plus_one, no_entry)
     rows = [
-        ("eager op (x + 1.0)", _median_us(eager, calls, repeats), "reference"),
-        ("tf.function call (x + 1.0)", _median_us(graph, calls, repeats), "reference"),
-        ("queue enqueue, eager (the host's send primitive)",
-         _median_us(enqueue, calls, repeats), ""),
-        ("queue dequeue of a ready value (the host's receive primitive)",
-         _median_us(dequeue, calls, repeats), ""),
-        ("host->TF send, pipelined (sliced call that only sends)",
-         _median_us(pipelined(send_only), calls, repeats), "target < 25"),
-        ("  floor: its 2 bare enqueues into the running sink",
-         _median_us(floor_send, calls, repeats), ""),
-        ("  floor: 1 bare enqueue (a part number alone, no entry value)",
-         _median_us(floor_one, calls, repeats), ""),
-        ("empty sliced call, pipelined (x in, x out, not read)",
-         _median_us(pipelined(empty), calls, repeats), ""),
-        ("TF->host receive, round trip (float(f(x)) each call)",
-         _median_us(round_trip, calls, repeats), "target < 100"),
-        ("  floor: its 2 bare enqueues and 1 dequeue, sink between",
-         _median_us(floor_round_trip, calls, repeats), ""),
+        ("eager op (x + 1.0)", eager, "reference"),
+        ("tf.function call (x + 1.0)", graph, "reference"),
+        ("queue enqueue, eager (the host's send primitive)", enqueue, ""),
+        ("queue dequeue of a ready value (the host's receive primitive)", dequeue, ""),
+        ("host->TF send, pipelined (sliced call that only sends)", pipelined(send_only),
+         "target <= 1.1x floor"),
+        ("  floor: its 1 bare enqueue into the running sink", floor_send, ""),
+        ("  floor: 1 bare enqueue to a part with no entry value", floor_one, ""),
+        ("empty sliced call, pipelined (x in, x out, not read)", pipelined(empty), ""),
+        ("TF->host receive, round trip (float(f(x)) each call)", round_trip,
+         "target <= 1.1x floor"),
+        ("  floor: its 1 bare enqueue and 1 dequeue, sink between", floor_round_trip, ""),
     ]
-    return rows
+    # round-robin: each repeat measures every row once, so that a change in the machine's
+    # load meets every row alike; each call's ratio to its floor is taken per repeat
+    measured = [[_once_us(run, calls) for _, run, _ in rows] for _ in range(repeats)]
+    out = [(name, tuple(statistics.median(m[i][k] for m in measured) for k in (0, 1)), note)
+           for i, (name, _, note) in enumerate(rows)]
+    ratios = [(f"{rows[call][0].split(' (')[0]} / its floor",
+               statistics.median(m[call][0] / m[floor][0] for m in measured))
+              for call, floor in ((4, 5), (8, 9))]
+    return out, ratios
 
 
-def format_rows(rows) -> str:
+def format_rows(rows, ratios=()) -> str:
     width = max(len(name) for name, _, _ in rows)
     eager_us = rows[0][1][0]
     lines = [f"{'operation':<{width}}  {'us/op':>8}  {'x eager op':>10}  {'host CPU us':>11}"]
     lines += [f"{name:<{width}}  {wall:8.1f}  {wall / eager_us:10.2f}  {cpu:11.1f}  {note}"
               for name, (wall, cpu), note in rows]
+    lines += [f"ratio: {name}: {ratio:.2f}x (median of the repeats' ratios)"
+              for name, ratio in ratios]
     return "\n".join(lines)
 
 
 def main(calls: int, repeats: int) -> str:
     np.random.seed(0)
-    text = format_rows(crossing(calls, repeats))
+    text = format_rows(*crossing(calls, repeats))
     print(text)
     return text

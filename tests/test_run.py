@@ -216,8 +216,11 @@ children("test_gpe_bench_reports_every_crossing", {},
 def test_gpe_bench_reports_every_crossing():
     (done,) = ran("test_gpe_bench_reports_every_crossing")
     assert done.returncode == 0, done.stderr[-2000:]
-    rows = [line for line in done.stdout.splitlines() if line and not line.startswith("operation")]
+    lines = [line for line in done.stdout.splitlines() if line]
+    rows = [line for line in lines if not line.startswith(("operation", "ratio: "))]
     assert len(rows) == 10  # 7 measures and the 3 floors (bare queue operations)
+    ratios = [line for line in lines if line.startswith("ratio: ")]
+    assert len(ratios) == 2 and all(" / its floor: " in line for line in ratios), ratios
     for row in rows:
         wall, ratio, cpu = (float(v) for v in row[row.index("  ", 40):].split()[:3])
         assert 0 < wall < 1e6 and 0 < ratio and 0 < cpu < 1e6, row

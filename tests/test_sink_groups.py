@@ -40,7 +40,7 @@ def test_adding_the_kth_part_costs_what_adding_the_second_did(monkeypatch):
         made = original(control, parts, timer, acks)
         names = getattr(made, "names", None)
         built.append((len(parts), len(sink_module.reachable(names[-1])) if names else None))
-        if all("gpe_grouped_" in f.function_def.signature.name for f, _ in parts):
+        if all("gpe_grouped_" in f.function_def.signature.name for f, _, _ in parts):
             ours.append(built[-1])
         return made
     monkeypatch.setattr(session_module, "build_sink", counting)

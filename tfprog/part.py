@@ -78,6 +78,14 @@ class Part:
                                              if p is not None)
 
     @property
+    def dispatch(self) -> tuple:
+        """(the index of its entry channel or None, that channel's dtypes): what its
+        dispatch queue carries after the word (tfprog/sink.py)."""
+        entry = next((c.index for c in self.plan.channels if c.kind == ChannelKind.ENTRY),
+                     None)
+        return entry, tuple(self.dtypes(entry)) if entry is not None else ()
+
+    @property
     def function_name(self) -> str:
         return self.function.function_def.signature.name
 

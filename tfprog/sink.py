@@ -1,8 +1,16 @@
 """The sink program: one graph function that runs every TF part, in call order.
 
-It loops: dequeue a part number from the control queue, run that part, until it dequeues
-a negative number. The host runs it on one thread for as long as the set of parts stays
-the same, and starts a new one when a part is added.
+Each part has a dispatch queue, and a call is one enqueue there: the word RUN and the
+call's entry values together (tfprog.sink_template's RUN and STOP). The sink waits on the
+dispatch queue of the part it ran last (the control queue names its first), so a
+program calling one function after another sends one enqueue per call. A call to
+another part first puts that part's number in the last part's dispatch queue (a switch),
+then RUN in its own; STOP there ends the sink. A part's wrapper (see `dispatched`) takes
+the word and, on RUN, relays the entry values into the part's entry queue, from which
+the part's FunctionDef takes them as before (so a nested call, run by its caller's TF
+part, and the other replicas of a replicated step still send to that queue). The host
+runs the sink on one thread for as long as the set of parts stays the same, and starts
+a new one when a part is added.
 
 A new sink is not traced again in Python. Each part is called through a small wrapper
 (a graph function traced once per part, see `wrapper`): it takes one resource vector
@@ -33,16 +41,18 @@ from tensorflow.python.ops import cond_v2, gen_array_ops, gen_data_flow_ops, \
 from . import sink_template as templates
 from .exact import exact_arithmetic
 
-STOP = -1
+RUN, STOP = templates.RUN, templates.STOP
 TRACES = templates.TRACES  # {"template": n, "wrapper": n, "sink": n}: Python traces made
 
 
-def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[Any]]],
+def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[Any], tuple]],
                timer: tf.Variable | None = None, acks: tf.queue.FIFOQueue | None = None):
-    """`parts`: (function, its queue handles) in part-number order; a function is a
-    ConcreteFunction or one like it (a bundle's: `captured_inputs`, `_call_flat`,
-    `function_def`, and `sink_wrapper(count)`: its wrapper made already, or None).
-    Returns the sink: a callable that runs it to the end.
+    """`parts`: (function, its queue handles, its dispatch) in part-number order, the
+    handles led by the part's dispatch queue's, its dispatch (the index among the
+    handles after it of its entry queue or None, the entry's dtypes: see `dispatched`);
+    a function is a ConcreteFunction or one like it (a bundle's: `captured_inputs`,
+    `_call_flat`, `function_def`, and `sink_wrapper(count, dispatch)`: its wrapper made
+    already, or None). Returns the sink: a callable that runs it to the end.
 
     acks: a queue into which the sink puts each finished call's part number (the host
     counts them to know when every call it sent has finished).
@@ -50,8 +60,9 @@ def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[
     timer: a float64 [2] variable; when given, each part's run adds its wall seconds to
     timer[0] and 1 to timer[1] (how busy the graph was, for overlap measurements)."""
     if _several_devices(parts):
-        return _traced_sink(control, [_branch(f, h) for f, h in parts], timer, acks, True)
-    wrappers = [wrapper(f, len(h)) for f, h in parts]
+        return _traced_sink(control, [_branch(f, h, d) for f, h, d in parts], timer, acks,
+                            True)
+    wrappers = [wrapper(f, len(h), d) for f, h, d in parts]
     packed, offsets = _packed(parts)
     if any(w.captured_inputs for w in wrappers):  # the template passes resources only
         return _traced_sink(control, [
@@ -101,7 +112,7 @@ def _packed(parts) -> tuple[tf.Tensor, list[int]]:
     """(one resource vector: each part's queue handles then its captured resources, in
     part order; each part's offset in it)."""
     resources, offsets = [], []
-    for function, handles in parts:
+    for function, handles, _ in parts:
         offsets.append(len(resources))
         resources += list(handles)
         for c, h in zip(function.captured_inputs, _held(function)):
@@ -160,23 +171,47 @@ _RESOURCES = tf.TensorSpec([None], tf.resource)
 _OFFSET = tf.TensorSpec([], tf.int32)
 
 
-def wrapper(function, count: int):
-    """The graph function of (packed resources, offset) that calls `function` with the
-    `count` queue handles at `offset` and its captured resources after them (other
-    captures, if any, it captures itself). Traced once per function: kept on it (a cycle
-    the collector frees with it; a dictionary keyed by the function would keep it alive)."""
+def dispatched(dispatch, handles: list, entry: int | None, dtypes: Sequence[tf.DType],
+               run) -> tf.Tensor:
+    """A part's turn in the sink: take the next word from its dispatch queue (`dispatch`,
+    a handle) and return it; on RUN, first relay the entry values that came with it into
+    the part's entry queue (`handles[entry]`; `dtypes` theirs) and run the call
+    (`run()`). The relay is an enqueue inside the graph: the host's one enqueue carries
+    the part number and the values together (see the module docstring)."""
+    word, *values = gen_data_flow_ops.queue_dequeue_v2(dispatch, [tf.int32, *dtypes])
+    word = tf.reshape(word, [])
+
+    def call():
+        relayed = [] if entry is None else [
+            gen_data_flow_ops.queue_enqueue_v2(handles[entry], values)]
+        with tf.control_dependencies(relayed):
+            finished = run()
+        with tf.control_dependencies([finished]):
+            return tf.identity(word)
+    return tf.cond(tf.equal(word, RUN), call, lambda: word)
+
+
+def wrapper(function, count: int, dispatch: tuple = (None, ())):
+    """The graph function of (packed resources, offset) that takes the part's turn
+    (`dispatched`) with the `count` queue handles at `offset` (its dispatch queue's first)
+    and calls `function` with the others and its captured resources after them (other
+    captures, if any, it captures itself). Traced once per function and dispatch: kept on
+    it (a cycle the collector frees with it; a dictionary keyed by the function would
+    keep it alive)."""
     cache = function.__dict__.setdefault("_gpe_wrappers", {})
-    made = cache.get(count)
+    key = (count, dispatch)
+    made = cache.get(key)
     if made is None and hasattr(function, "sink_wrapper"):  # made already (a bundle's)
-        made = cache[count] = function.sink_wrapper(count)
+        made = cache[key] = function.sink_wrapper(count, dispatch)
     if made is not None:
         return made
     captures, held = list(function.captured_inputs), _held(function)
+    entry, dtypes = dispatch
 
     def call(packed, offset):
         taken = count + sum(1 for h in held if h is not None)
         mine = tf.unstack(packed[offset:offset + taken], num=taken) if taken else []
-        handles, rest = mine[:count], iter(mine[count:])
+        queue, handles, rest = mine[0], mine[1:count], iter(mine[count:])
         inputs = []
         for c, h in zip(captures, held):
             if h is None:  # captured by the wrapper itself
@@ -187,14 +222,15 @@ def wrapper(function, count: int):
                 value = gen_resource_variable_ops.read_variable_op(next(rest), c.dtype)
                 value.set_shape(c.shape)
                 inputs.append(value)
-        return function._call_flat(handles, inputs)  # noqa: SLF001 (captures passed in)
+        return dispatched(queue, handles, entry, dtypes,
+                          lambda: function._call_flat(handles, inputs))  # noqa: SLF001
 
     call.__name__ = f"gpe_call_{function.function_def.signature.name}"
     TRACES["wrapper"] += 1
     with exact_arithmetic():
         made = tf.function(call, input_signature=[_RESOURCES, _OFFSET],
                            autograph=False).get_concrete_function()
-    cache[count] = made
+    cache[key] = made
     return made
 
 
@@ -222,7 +258,7 @@ def _several_devices(parts) -> bool:
     """Whether the parts capture resources on more than one device (a Case's inputs must
     all be placed with it; the lowered form places each branch's ops on its own)."""
     devices = set()
-    for f, _ in parts:
+    for f, _, _ in parts:
         for value in getattr(f, "captured_inputs", ()):
             if value.dtype == tf.resource:
                 devices.add(tf.DeviceSpec.from_string(value.device or "").replace(
@@ -242,19 +278,19 @@ def _traced_sink(control, branches: list, timer, acks, lowered: bool):
         return cond_v2.indexed_case(index, branches, lower_using_switch_merge=lowered)
 
     def gpe_sink():
-        next_index = lambda: tf.reshape(  # noqa: E731
-            gen_data_flow_ops.queue_dequeue_v2(control.queue_ref, [tf.int32])[0], [])
-        body = templates.loop_body(run_one, next_index,
-                                   timer.handle if timer is not None else None,
+        first = gen_data_flow_ops.queue_dequeue_v2(control.queue_ref, [tf.int32])[0]
+        body = templates.loop_body(run_one, timer.handle if timer is not None else None,
                                    acks.queue_ref if acks is not None else None)
-        return tf.while_loop(lambda i: i >= 0, body, [next_index()], parallel_iterations=1)
+        return tf.while_loop(lambda i: i >= 0, body, [tf.reshape(first, [])],
+                             parallel_iterations=1)
 
     with exact_arithmetic():
         return tf.function(gpe_sink, autograph=False).get_concrete_function()
 
 
-def _branch(f, handles):
-    """A Case branch that runs part `f` (only where the parts' resources sit on several
+def _branch(f, handles, dispatch: tuple):
+    """A Case branch that takes part `f`'s turn (`dispatched`: handles[0] is its dispatch
+    queue's) and runs it (only where the parts' resources sit on several
     devices: a MirroredStrategy's variables; a Case's inputs must all be placed with it, so
     there the Case is lowered and each branch captures its own). A part with call-time
     captures (the instance keys of a MirroredStrategy's collective all-reduce) is given its
@@ -262,11 +298,14 @@ def _branch(f, handles):
     they are left as unfed placeholders (the same TF defect makes tf.function fail on some
     distributed steps). They are taken once, as the sink (traced once, run for the whole
     session) takes a single part's: a part's calls run one after another."""
+    queue, handles = handles[0], list(handles[1:])
     if not getattr(getattr(f, "graph", None), "function_captures", None) or \
             not f.graph.function_captures.by_ref_external:
-        return lambda: f(*handles)
-    captured = list(f.captured_inputs)
-    return lambda: f._call_flat(list(handles), captured)  # noqa: SLF001
+        run = lambda: f(*handles)  # noqa: E731
+    else:
+        captured = list(f.captured_inputs)
+        run = lambda: f._call_flat(handles, captured)  # noqa: SLF001, E731
+    return lambda: dispatched(queue, handles, *dispatch, run)
 
 
 _PLACEHOLDER: list = []

@@ -4,8 +4,10 @@ A template is the sink program (see sink.py) for its kind, traced with a stand-i
 (`gpe_sink_dummy`): kind "one" calls that wrapper by name (TensorFlow inlines the call,
 as it does a traced call), kind "case" picks among wrappers with a `Case` op whose
 branches name them (not lowered to Switch/Merge: that costs every call a little for every
-part). Its arguments: the control queue, the acknowledgement queue (when acked), the
-packed resources, each part's offset into them, the timer variable (when timed).
+part); a wrapper returns the word it took from its part's dispatch queue (RUN, STOP or
+the part to go on to: see sink.dispatched). Its arguments: the control queue (which
+gives the first part only), the acknowledgement queue (when acked), the packed
+resources, each part's offset into them, the timer variable (when timed).
 `instantiate` copies the template's loop body and sink with the real wrapper names in
 place of the stand-in's, under new names, and registers them: no Python runs.
 
@@ -28,6 +30,10 @@ from tensorflow.python.ops import control_flow_util_v2
 from .exact import exact_arithmetic
 
 TRACES = {"template": 0, "wrapper": 0, "sink": 0}  # Python traces made (see sink.py)
+# the words a part's dispatch queue carries first (sink.dispatched): run the call whose
+# entry values follow; end the sink; a number >= 0: the sink goes on to that part
+RUN, STOP = -2, -1
+PROTOCOL = "dispatch"  # in a bundle's template keys: templates of this protocol
 DUMMY = "gpe_sink_dummy"
 KINDS = [(kind, timed, acked) for kind in ("one", "case")
          for timed in (False, True) for acked in (True, False)]
@@ -48,27 +54,33 @@ _serial = itertools.count()
 _held: list = []  # what the traced templates registered (cond, stand-in): kept registered
 
 
-def loop_body(run_one, next_index, timer=None, acks=None):
-    """The while loop's body: run part `index`, time it, acknowledge it, take the next."""
+def loop_body(run_one, timer=None, acks=None):
+    """The while loop's body: part `index` takes the word its dispatch queue holds next
+    (`run_one` returns it; see sink.dispatched), run its call if RUN, time it,
+    acknowledge it; the next part is the same one after RUN, else the one the word names
+    (a switch; STOP ends the loop)."""
     def body(index):
         if timer is None:
-            finished = run_one(index)
+            word = run_one(index)
         else:
             with tf.control_dependencies([index]):
                 start = tf.timestamp()
             with tf.control_dependencies([start]):
-                finished = run_one(index)
-            with tf.control_dependencies([finished]):
+                word = run_one(index)
+            with tf.control_dependencies([word]):
                 elapsed = tf.timestamp() - start
+            ran = tf.cast(tf.equal(word, RUN), tf.float64)  # a call, not a switch
             add = gen_resource_variable_ops.assign_add_variable_op(
-                timer, tf.stack([elapsed, tf.constant(1.0, tf.float64)]))
+                timer, tf.stack([elapsed * ran, ran]))
             with tf.control_dependencies([add]):
-                finished = tf.identity(finished)
+                word = tf.identity(word)
+        following = tf.where(tf.equal(word, RUN), index, word)
         if acks is not None:
-            with tf.control_dependencies([finished]):
-                finished = gen_data_flow_ops.queue_enqueue_v2(acks, [tf.reshape(index, [])])
-        with tf.control_dependencies([finished]):
-            return next_index()
+            with tf.control_dependencies([word]):
+                acked = gen_data_flow_ops.queue_enqueue_v2(acks, [tf.reshape(index, [])])
+            with tf.control_dependencies([acked]):
+                following = tf.identity(following)
+        return following
     return body
 
 
@@ -136,12 +148,9 @@ def _trace(kind: str, timed: bool, acked: bool) -> Template:
                                                              lower_using_switch_merge=False)
                 return out[0]
 
-            def next_index():
-                index = gen_data_flow_ops.queue_dequeue_v2(control, [tf.int32])[0]
-                return tf.reshape(index, [])
-
-            body = loop_body(run_one, next_index, timer, acks)
-            return tf.while_loop(lambda i: i >= 0, body, [next_index()],
+            first = gen_data_flow_ops.queue_dequeue_v2(control, [tf.int32])[0]
+            body = loop_body(run_one, timer, acks)
+            return tf.while_loop(lambda i: i >= 0, body, [tf.reshape(first, [])],
                                  parallel_iterations=1)
 
         traced = tf.function(gpe_sink, input_signature=signature,
@@ -171,7 +180,7 @@ def export() -> tuple[dict, list]:
     for key in KINDS:
         template = _template(*key)
         dummy = context.context().get_function_def(template.dummy)
-        index[",".join(str(k) for k in key)] = {
+        index[",".join(str(k) for k in key + (PROTOCOL,))] = {
             "sink": template.sink.signature.name, "body": template.body.signature.name,
             "cond": template.cond.signature.name, "dummy": template.dummy}
         fdefs += [template.sink, template.body, template.cond, dummy]
@@ -183,10 +192,10 @@ def adopt(index: dict, library: dict, call_attrs: dict) -> None:
     (renamed), `library` the bundle's FunctionDefs by name; call_attrs: this process's
     attributes for a call's config (put in place of those the extraction wrote)."""
     for key, names in index.items():
-        kind, timed, acked = key.split(",")
+        kind, timed, acked, *protocol = key.split(",")
         key = (kind, timed == "True", acked == "True")
-        if key in _templates or key not in KINDS:
-            continue
+        if key in _templates or key not in KINDS or protocol != [PROTOCOL]:
+            continue  # (a bundle extracted before the sink's protocol: traced here)
         with _lock:
             if key in _templates:
                 continue

@@ -145,8 +145,9 @@ def _entry(sliced, plan, variant, specs, values, instance=None) -> Exported:
                                                      if g.get("module")} | {fn.__module__})
     library = list(concrete.graph.as_graph_def().library.function)
     own = concrete.function_def
-    count = len(own.signature.input_arg) - len(concrete.captured_inputs)
-    wrapper = sink.wrapper(concrete, count)  # what the session's sink calls (see tfprog.sink)
+    # what the session's sink calls (see tfprog.sink): its handles, its dispatch queue's first
+    count = 1 + len(own.signature.input_arg) - len(concrete.captured_inputs)
+    wrapper = sink.wrapper(concrete, count, variant.part.dispatch)
     names = {f.signature.name for f in library}
     host = _host_source(plan)
     entry = {
@@ -167,8 +168,18 @@ def _entry(sliced, plan, variant, specs, values, instance=None) -> Exported:
         entry["method"] = {"class": type(instance).__qualname__, "self": list(values)[0]}
     if wrapper.captured_inputs:  # it holds a tensor of its own: traced at load
         return Exported(entry, host[0], library + [own])
-    entry["wrapper"] = {"function": wrapper.function_def.signature.name, "handles": count}
-    return Exported(entry, host[0], library + [wrapper.function_def, own])
+    entry["wrapper"] = {"function": wrapper.function_def.signature.name, "handles": count,
+                        "dispatch": dispatch_to_json(variant.part.dispatch)}
+    # the wrapper's own callees (its dispatch's cond branches: tfprog.sink.dispatched)
+    extra = [f for f in wrapper.graph.as_graph_def().library.function
+             if f.signature.name not in names and f.signature.name != own.signature.name]
+    return Exported(entry, host[0], library + extra + [wrapper.function_def, own])
+
+
+def dispatch_to_json(dispatch: tuple) -> list:
+    """A part's dispatch (tfprog.part.Part.dispatch) as a bundle's index holds it."""
+    entry, dtypes = dispatch
+    return [entry, [tf.as_dtype(d).name for d in dtypes]]
 
 
 def _transitive(own, library) -> set[str]:

@@ -32,7 +32,7 @@ from tensorflow.python.eager import context
 from tensorflow.python.eager.polymorphic_function import atomic_function
 from tensorflow.python.framework import ops
 
-from .bundle_export import module_hash, synthetic
+from .bundle_export import dispatch_to_json, module_hash, synthetic
 from ..facts.signature import resolve
 from ..diagnostics.stats import GpeWarning
 from ..variants.variant import Crossings, Variant, assemble
@@ -64,11 +64,12 @@ class BundledFunction:
         self.function_def = bundle.library[name]
         self.wrapper = wrapper  # the sink's wrapper of it, in the bundle: {function, handles}
 
-    def sink_wrapper(self, count: int):
+    def sink_wrapper(self, count: int, dispatch: tuple):
         """The sink's wrapper of this function (see tfprog.sink.wrapper) that the bundle
         carries, registered with its callees; None where it has none for `count` handles
-        (the sink then traces one around this function)."""
-        if not self.wrapper or self.wrapper.get("handles") != count:
+        and this `dispatch` (the sink then traces one around this function)."""
+        if not self.wrapper or self.wrapper.get("handles") != count or \
+                self.wrapper.get("dispatch") != dispatch_to_json(dispatch):
             return None
         name = self.wrapper["function"]
         self.register(name)

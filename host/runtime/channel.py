@@ -14,6 +14,7 @@ import weakref
 import tensorflow as tf
 
 from .pending import Pending
+from .spin import Spin
 from ...tfprog.channels import ValueSpec, unflatten
 
 _WOKEN = (tf.errors.CancelledError, tf.errors.OutOfRangeError, RuntimeError)
@@ -44,6 +45,7 @@ class HostChannel:
             and not any(s.python or s.shape is None for s in specs)) else None
         self._waiting: collections.deque = collections.deque()
         self._lock = threading.Lock()
+        self.spin = Spin()  # TF -> host: poll a little before a dequeue would sleep
 
     # host -> TF ---------------------------------------------------------------------
     def send(self, components) -> None:
@@ -71,6 +73,7 @@ class HostChannel:
                 self._pull_one()
             try:
                 with self._blocked:
+                    self.spin.until_ready(self.handle)
                     leaves = self.session.blocking.dequeue(self.handle, self.dtypes)
             except _WOKEN as exc:
                 self._woken(exc)
@@ -92,6 +95,7 @@ class HostChannel:
         """Dequeue the oldest pending value (inside an atomic step: host/runtime/interrupt.py)."""
         try:
             with self._blocked:
+                self.spin.until_ready(self.handle)
                 value = self.session.blocking.dequeue(self.handle, self.dtypes)
         except _WOKEN as exc:
             self._woken(exc)

@@ -8,6 +8,10 @@ calls already sent to it, and a call to another group than the previous call's f
 for every call sent to finish, so calls keep their order. When the
 sink fails (an error inside a TF part) every queue is closed so that no host wait hangs;
 the host raises the error and the next call starts a fresh generation.
+
+A call is one enqueue: its part's number (RUN) and its entry values together, into the
+part's dispatch queue, where the sink waits after the call before it to the same part
+(tfprog/sink.py; `start_call`).
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ import tensorflow as tf
 from tensorflow.python.ops import gen_data_flow_ops
 
 from . import fence, graph_error, opcount, pending
-from .sinks import Group, Instantiator, group_for_new_part
+from .sinks import Group, Instantiator, dispatch_queue, group_for_new_part
 from .channel import HostChannel
 from .interrupt import Interruptible
 from .watchdog import Watchdog
@@ -32,7 +36,7 @@ from ...tfprog import asserts
 from ...tfprog.channels import make_queue
 from ...tfprog.exact import use_exact_arithmetic_on_this_thread
 from ...tfprog.part import Part
-from ...tfprog.sink import STOP, build_sink
+from ...tfprog.sink import RUN, STOP, build_sink
 
 log = logging.getLogger("gpe")
 
@@ -48,12 +52,16 @@ class Registration:
     channels: list[HostChannel]    # by channel index
     generation: int
     handles: list = field(default_factory=list)  # the queues the sink passes the part
+    dispatch: tf.queue.FIFOQueue | None = None  # its calls' one enqueue (tfprog/sink.py)
+    dispatch_ref: tf.Tensor | None = None  # (its handle)
+    filler: list = field(default_factory=list)  # what follows a switch or STOP word there
 
 
 class Session:
     def __init__(self, wait_timeout: float | None = None):
         self._lock = threading.RLock()
         self.nested_start = None  # see CallContext.nested: set while a nested call begins
+        self.run_word = _index(RUN)  # a call's word (Session.start_call)
         self._new_generation()
         self.generation = 0
         self.wait_timeout = wait_timeout or float(os.environ.get("GPE_WAIT_TIMEOUT", "600"))
@@ -122,7 +130,7 @@ class Session:
         self.sink_started = self.sink_ready = float("-inf")
         self._ready_after = 0
         self.groups: list[Group] = []  # the parts, in groups of one sink each (host/runtime/sinks.py)
-        self.routes: dict[int, tuple] = {}  # part number -> (group, its control queue, slot)
+        self.routes: dict[int, tuple] = {}  # part number -> (its Group, its slot there)
         self.last_group = 0  # the group of the last call sent
         self._sent_before_call = 0  # calls sent before the running one (see fence_target)
         self.failure: BaseException | None = None
@@ -153,8 +161,10 @@ class Session:
             # (theirs first, then those of their own nested calls: Part.queue_count)
             extra = [h for callee in getattr(owner, "nested", ()) if callee is not None
                      for h in callee.registration().handles]
+            dispatch, filler = dispatch_queue(part.dispatch[1])
             registration = Registration(-1, channels, self.generation,
-                                        [c.handle for c in channels] + extra)
+                                        [c.handle for c in channels] + extra, dispatch,
+                                        dispatch.queue_ref, filler)
             group = group_for_new_part(self.groups, self.last_group)
             group.parts.append((part, registration, weakref.ref(owner)))
             self._restart(group)
@@ -168,22 +178,22 @@ class Session:
         # their owners are gone (a call sent before the owner was dropped still runs there;
         # its queues destroyed under it failed the sink with NotFoundError)
         pins = [v for part, _, _ in group.parts for v in part.function.variables]
-        pins += [reg.channels for _, reg, _ in group.parts]
+        pins += [(reg.channels, reg.dispatch) for _, reg, _ in group.parts]
         group.renumber()
         for slot, (_, reg, _) in enumerate(group.parts):
-            self.routes[reg.index] = (group.number, group.control.queue_ref, _index(slot))
+            self.routes[reg.index] = (group, _index(slot))
         previous = group.thread
         if not group.parts:  # every owner is gone: the old sink ends after its calls
             if previous is not None and not group.stopped:
-                self._enqueue_control(group, STOP)
+                self._stop(group)
                 group.stopped = True  # (the next sink still waits for it to end)
             return
         with opcount.plumbing():  # its eager Pack of the handles is not the user's work
             sink = build_sink(group.control, [
-                (part.function, reg.handles) for part, reg, _ in group.parts],
-                self.timer, self.done)
+                (part.function, [reg.dispatch.queue_ref] + reg.handles, part.dispatch)
+                for part, reg, _ in group.parts], self.timer, self.done)
         if previous is not None and not group.stopped:
-            self._enqueue_control(group, STOP)
+            self._stop(group)
         group.stopped = False
         self.sink_started, self.sink_ready = time.perf_counter(), float("inf")
         self._ready_after = self.sent + 1
@@ -219,15 +229,22 @@ class Session:
             _sink_thread.inside = False
 
     # calls --------------------------------------------------------------------------
-    def start_call(self, index: int) -> None:
-        number, control, slot = self.routes[index]
-        if number != self.last_group:
+    def start_call(self, reg: Registration, components=()) -> None:
+        """Send a call of `reg`'s part with its entry `components`: one enqueue, RUN and
+        the values, into the part's dispatch queue, where its group's sink waits after a
+        call to the same part; a call to another part first tells the sink to go on to
+        it (a switch word in the last part's queue). Inside the call's atomic step."""
+        group, slot = self.routes[reg.index]
+        if group.number != self.last_group:
             # another sink than the last call's: it may run only once the calls sent to
             # the others have finished (calls keep their order; see host/runtime/sinks.py)
             if self.sent > self.acknowledged:
                 self.fence()
-            self.last_group = number
-        self.blocking.enqueue(control, [slot])  # inside the call's atomic step
+            self.last_group = group.number
+        if group.current is not reg:
+            self._word(group, slot)
+            group.current = reg
+        self.blocking.enqueue(reg.dispatch_ref, [self.run_word, *components])
         self.sent += 1
         if self.sent - self.acknowledged > ACK_BACKLOG:  # keep the acknowledgements short
             self._acknowledge_until(self.acknowledged + ACK_BACKLOG // 2)
@@ -292,8 +309,22 @@ class Session:
             self.sink_ready = time.perf_counter()
         return ready
 
-    def _enqueue_control(self, group: Group, index: int) -> None:
-        gen_data_flow_ops.queue_enqueue_v2(group.control.queue_ref, [_index(index)])
+    def _word(self, group: Group, word: tf.Tensor) -> None:
+        """Tell `group`'s sink which part to go on to (or STOP): in the dispatch queue of
+        the part it waits on (it acknowledges the word: counted as sent), or, a new sink,
+        in its control queue."""
+        current = group.current
+        if current is None:
+            self.blocking.enqueue(group.control.queue_ref, [word])
+        else:
+            self.blocking.enqueue(current.dispatch_ref, [word, *current.filler])
+            self.sent += 1
+
+    def _stop(self, group: Group) -> None:
+        """End `group`'s sink after the calls sent to it (a new one reads its control
+        queue first)."""
+        self._word(group, _index(STOP))
+        group.current = None
 
     # failure and shutdown ------------------------------------------------------------
     def fail(self, exc: BaseException) -> None:
@@ -313,7 +344,8 @@ class Session:
         for _, reg, _ in self.parts:
             for channel in reg.channels:
                 channel.close()
-        for queue in [group.control for group in self.groups] + [self.done]:
+        for queue in [reg.dispatch for _, reg, _ in self.parts] + [
+                group.control for group in self.groups] + [self.done]:
             try:
                 queue.close(cancel_pending_enqueues=True)
             except tf.errors.OpError:
@@ -385,7 +417,7 @@ class Session:
             if not self.failed:
                 for group in self.groups:
                     try:
-                        self._enqueue_control(group, STOP)
+                        self._stop(group)
                     except tf.errors.OpError:
                         pass
         deadline = time.monotonic() + CLOSE_TIMEOUT_S

@@ -8,6 +8,10 @@ functions cost O(n^2)). Parts are therefore kept in groups, each with its own co
 queue and its own sink, run by its own thread; adding a part rebuilds only its group's
 sink, so it costs the same whether it is the 2nd part or the 300th.
 
+A call is one enqueue into its part's dispatch queue, where the group's sink waits after
+running that part's call before (tfprog/sink.py); a call to another part of the group
+first tells the sink to go on to it (`Session.start_call`).
+
 Calls keep their order across groups: calls to one group run in order in its sink, and a
 call to another group than the previous call's first waits until every call sent has
 finished (`Session.start_call`), so two sinks never run calls at once. A program whose
@@ -35,6 +39,8 @@ import threading
 
 import tensorflow as tf
 
+from . import opcount
+from ...tfprog.channels import make_queue
 from ...tfprog.exact import use_exact_arithmetic_on_this_thread
 
 log = logging.getLogger("gpe")
@@ -51,10 +57,11 @@ GROUP_SIZE = _group_size()
 
 
 class Group:
-    """One sink's parts, its control queue (the part numbers of the calls sent to it, in
-    order) and the thread running its sink."""
+    """One sink's parts, its control queue (the number of the first part its sink runs),
+    the thread running its sink, and the part whose dispatch queue that sink takes its
+    next word from (`current`: see tfprog/sink.py)."""
 
-    __slots__ = ("number", "control", "parts", "thread", "stopped")
+    __slots__ = ("number", "control", "parts", "thread", "stopped", "current")
 
     def __init__(self, number: int):
         self.number = number
@@ -62,6 +69,9 @@ class Group:
         self.parts: list = []  # (Part, Registration, weakref to its owner)
         self.thread: threading.Thread | None = None  # its last sink's
         self.stopped = False  # that sink was sent its stop (its parts were all gone)
+        # the Registration of the part the sink waits on (the last one a call was sent
+        # to), or None: a new sink, which takes its first part number from `control`
+        self.current = None
 
     def live(self) -> list:
         return [entry for entry in self.parts if entry[2]() is not None]
@@ -84,6 +94,13 @@ def group_for_new_part(groups: list[Group], last: int) -> Group:
     group = Group(len(groups))
     groups.append(group)
     return group
+
+
+def dispatch_queue(dtypes) -> tuple:
+    """A part's dispatch queue (the word, then the entry values, of dtypes `dtypes`: see
+    tfprog/sink.py) and the values that follow a switch or STOP word there (never read)."""
+    with opcount.plumbing():  # (not the user's work)
+        return make_queue([tf.int32, *dtypes], True), [tf.zeros([], d) for d in dtypes]
 
 
 def locate(index: int) -> tuple[int, int]:

@@ -167,9 +167,9 @@ class CallContext:
 
     def begin(self, entry_values) -> None:
         """Start the call: check and convert the entry values first, so that a mismatch
-        leaves nothing half-sent; then send the values (a wait that Ctrl-C may end:
-        nothing was sent then) and the part number (it cannot be interrupted once the
-        values are sent)."""
+        leaves nothing half-sent; then send the part number and the values together,
+        one enqueue (Session.start_call), not interrupted once begun. A nested call sends
+        its values to its entry queue and tells its caller's TF part to run it."""
         rt = self.rt
         if not eager_now():  # a trace must not send (nor count) anything
             raise EntryGuardFailed("called while a graph is being traced")
@@ -193,20 +193,21 @@ class CallContext:
                     components = (*components, draw(rt.seeds))  # (a tuple: to_components)
                 except Collision as exc:
                     raise EntryGuardFailed(str(exc)) from None
-        with self.blocking:
-            if components is not None:
-                channel.send(components)
-            with self.blocking.shield():
-                nested_start = session.nested_start
-                if nested_start is not None:  # run by the caller's TF part: no part number
-                    session.nested_start = None
-                    self.run_by_caller = True
-                    nested_start()
-                else:
-                    try:
-                        session.start_call(registration.index)
-                    except tf.errors.OpError as exc:
-                        session.raise_failure("the control queue", exc)
+        with self.blocking.shield():
+            nested_start = session.nested_start
+            if nested_start is not None:  # run by the caller's TF part: no part number
+                if components is not None:
+                    channel.send(components)
+                session.nested_start = None
+                self.run_by_caller = True
+                nested_start()
+            else:
+                try:
+                    session.start_call(registration, () if components is None else components)
+                except (tf.errors.OpError, RuntimeError) as exc:
+                    if isinstance(exc, RuntimeError) and not session.failed:
+                        raise
+                    session.raise_failure("the call's dispatch queue", exc)
             self.started = True
 
     def recv(self, site: int):
