@@ -74,3 +74,29 @@ def test_functions_dropped_after_their_first_sliced_call_do_not_fail_the_sink(tm
     assert [float(last(x, w)[1]) for _ in range(2)] == [expected] * 2
     get_session().fence()
     assert not get_session().failed
+
+
+@pytest.mark.timeout(120)
+def test_a_call_is_one_enqueue_and_a_call_to_another_part_two():
+    """A call is one enqueue (its part number and entry values together) into its part's
+    dispatch queue, where the sink waits after the call before it to the same part; a
+    call to another part first tells the sink to go on to it (tfprog/sink.py). Calls
+    alternating between two parts, and several to each, run in the order sent."""
+    from harness import python_calls
+    log = tf.Variable(tf.zeros([0]), shape=[None])
+
+    def first(x):
+        log.assign(tf.concat([log, x], 0))
+
+    def second(x):
+        log.assign(tf.concat([log, -x], 0))
+    a, b = (gpe.function(f, profile_calls=1, adaptive=False) for f in (first, second))
+    one = tf.constant([1.0])
+    a(one), b(one), a(one), b(one)  # profiled, then sliced (each part's sink is built)
+    sent = []
+    for f, n in ((a, 2.0), (a, 3.0), (b, 4.0), (b, 5.0), (a, 6.0), (b, 7.0)):
+        calls = python_calls(f, tf.constant([n]))
+        sent.append(calls.get("interrupt.py:enqueue"))  # (gpe's every enqueue)
+    assert sent == [2, 1, 2, 1, 2, 2], sent  # a's first: b's part was the last one
+    assert log.numpy().tolist() == [1.0, -1.0, 1.0, -1.0, 2.0, 3.0, -4.0, -5.0, 6.0, -7.0]
+    assert a.stats()["graph_calls"] == 4 and b.stats()["graph_calls"] == 4
