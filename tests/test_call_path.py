@@ -68,13 +68,16 @@ def test_a_round_trip_runs_few_python_calls(monkeypatch):
 @pytest.mark.timeout(60)
 def test_the_host_polls_for_a_value_only_while_polling_finds_it(monkeypatch):
     """Before a dequeue that would block, the host polls the queue's size (the graph's
-    wake-up of a sleeping host is the slow half of a round trip); a queue whose value did
-    not come within the window is not polled for its next 1, then 3, 7 waits (polled once
-    between them); a poll that finds a value there polls once, and the next wait polls
-    again."""
+    wake-up of a sleeping host is the slow half of a round trip) while the machine has a
+    core to spare; a queue whose value did not come within the window is not polled for
+    its next 1, then 3, 7 waits (polled once between them); a poll that finds a value
+    there polls once, and the next wait polls again."""
     monkeypatch.setattr(spin, "SPIN_S", 1e-4)
     queue = tf.queue.FIFOQueue(-1, [tf.float32])
     waits = spin.Spin()
+    monkeypatch.setattr(spin, "spare_core", lambda: False)  # a loaded machine: no polls
+    assert not waits.until_ready(queue.queue_ref) and waits.polls == 0
+    monkeypatch.setattr(spin, "spare_core", lambda: True)
     polled = []
     for _ in range(13):  # empty: misses, then skips 1, 3, 7 waits
         before = waits.polls
