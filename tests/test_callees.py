@@ -3,6 +3,7 @@ own FunctionDef called from the caller's TF part; any other callee runs on the h
 import io
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from harness import check
@@ -214,3 +215,48 @@ def test_what_a_callee_reads_from_its_own_globals_is_guarded():
     assert run(sliced) == run(step_calling_forward) == \
         [6.0] * 4 + [9.0] * 2 + [16.0] * 2 + [76.0] * 2 + [75.0] * 2
     assert sliced.stats()["graph_calls"] >= 6, sliced.stats()
+
+
+@pytest.mark.timeout(120)
+def test_a_callee_called_alone_then_nested_takes_each_calls_values():
+    """A sliced function with host work called on its own, then nested in another's call,
+    while the graph is busy and the host runs ahead (neither waits for the graph): each
+    call takes its own entry values. A call on its own sends them with its part number
+    (relayed by the graph into a queue of its own when it runs the call: tfprog/sink.py);
+    a nested call sends them to the callee's entry queue while the call before may not
+    have been relayed yet, so the two must not share a queue."""
+    big = tf.ones([300, 300]) * 1e-3
+
+    def slow(m):
+        for _ in range(8):
+            m = tf.linalg.matmul(m, m) + 1e-3
+        return tf.reduce_sum(m)
+
+    def run(sliced: bool):
+        log = []
+        wrap = (lambda f: gpe.function(f, profile_calls=1, adaptive=False)) if sliced else (
+            lambda f: f)
+
+        def noisy(t):
+            log.append("noisy")  # host work: its TF part runs inside its caller's
+            return t * 3.0 + 1.0
+
+        inner = wrap(noisy)
+
+        def step(x):
+            y = inner(x)  # the callee's TF part runs in step's
+            log.append("step")
+            return y * 2.0
+        outer, heavy = wrap(step), wrap(slow)
+        got = []
+        for i in range(12):
+            heavy(big)
+            got.append(inner(X + float(i)))  # on its own
+            got.append(outer(X * 10.0 + float(i)))  # nested in outer's call
+        return [np.asarray(g) for g in got], log, inner
+    expected, eager_log, _ = run(False)
+    got, log, inner = run(True)
+    for i, (a, b) in enumerate(zip(expected, got)):
+        assert np.array_equal(a, b), (i, a, b)
+    assert eager_log == log
+    assert inner.stats()["graph_calls"] >= 18, inner.stats()

@@ -6,9 +6,11 @@ dispatch queue of the part it ran last (the control queue names its first), so a
 program calling one function after another sends one enqueue per call. A call to
 another part first puts that part's number in the last part's dispatch queue (a switch),
 then RUN in its own; STOP there ends the sink. A part's wrapper (see `dispatched`) takes
-the word and, on RUN, relays the entry values into the part's entry queue, from which
-the part's FunctionDef takes them as before (so a nested call, run by its caller's TF
-part, and the other replicas of a replicated step still send to that queue). The host
+the word and, on RUN, relays the entry values into a queue of the part's own, which it
+gives the part's FunctionDef in place of its entry queue (so a nested call, run by its
+caller's TF part, and the other replicas of a replicated step still send to the entry
+queue: a nested call's values, sent while the graph has not yet relayed those of a call
+before it, must not share the queue they are relayed into). The host
 runs the sink on one thread for as long as the set of parts stays the same, and starts
 a new one when a part is added.
 
@@ -48,8 +50,9 @@ TRACES = templates.TRACES  # {"template": n, "wrapper": n, "sink": n}: Python tr
 def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[Any], tuple]],
                timer: tf.Variable | None = None, acks: tf.queue.FIFOQueue | None = None):
     """`parts`: (function, its queue handles, its dispatch) in part-number order, the
-    handles led by the part's dispatch queue's, its dispatch (the index among the
-    handles after it of its entry queue or None, the entry's dtypes: see `dispatched`);
+    handles led by the part's dispatch queue's and, where it has an entry, its relay
+    queue's; its dispatch (the index among its own queues of its entry queue or None,
+    the entry's dtypes: see `dispatched`);
     a function is a ConcreteFunction or one like it (a bundle's: `captured_inputs`,
     `_call_flat`, `function_def`, and `sink_wrapper(count, dispatch)`: its wrapper made
     already, or None). Returns the sink: a callable that runs it to the end.
@@ -175,9 +178,10 @@ def dispatched(dispatch, handles: list, entry: int | None, dtypes: Sequence[tf.D
                run) -> tf.Tensor:
     """A part's turn in the sink: take the next word from its dispatch queue (`dispatch`,
     a handle) and return it; on RUN, first relay the entry values that came with it into
-    the part's entry queue (`handles[entry]`; `dtypes` theirs) and run the call
-    (`run()`). The relay is an enqueue inside the graph: the host's one enqueue carries
-    the part number and the values together (see the module docstring)."""
+    `handles[entry]` (the part's relay queue, given to its function in place of its entry
+    queue; `dtypes` theirs) and run the call (`run()`). The relay is an enqueue inside
+    the graph: the host's one enqueue carries the part number and the values together
+    (see the module docstring)."""
     word, *values = gen_data_flow_ops.queue_dequeue_v2(dispatch, [tf.int32, *dtypes])
     word = tf.reshape(word, [])
 
@@ -191,10 +195,23 @@ def dispatched(dispatch, handles: list, entry: int | None, dtypes: Sequence[tf.D
     return tf.cond(tf.equal(word, RUN), call, lambda: word)
 
 
+def _own_queues(handles: list, entry: int | None) -> tuple:
+    """(the dispatch queue, the queues the part's function takes): `handles` are the
+    dispatch queue's, the relay queue's where the part has an entry (`entry`: its entry
+    queue's index among the function's), then the function's, whose entry queue the
+    relay queue stands in for."""
+    if entry is None:
+        return handles[0], list(handles[1:])
+    own = list(handles[2:])
+    own[entry] = handles[1]
+    return handles[0], own
+
+
 def wrapper(function, count: int, dispatch: tuple = (None, ())):
     """The graph function of (packed resources, offset) that takes the part's turn
-    (`dispatched`) with the `count` queue handles at `offset` (its dispatch queue's first)
-    and calls `function` with the others and its captured resources after them (other
+    (`dispatched`) with the `count` queue handles at `offset` (its dispatch queue's and
+    relay queue's first: see `_own_queues`) and calls `function` with the others and its
+    captured resources after them (other
     captures, if any, it captures itself). Traced once per function and dispatch: kept on
     it (a cycle the collector frees with it; a dictionary keyed by the function would
     keep it alive)."""
@@ -211,7 +228,8 @@ def wrapper(function, count: int, dispatch: tuple = (None, ())):
     def call(packed, offset):
         taken = count + sum(1 for h in held if h is not None)
         mine = tf.unstack(packed[offset:offset + taken], num=taken) if taken else []
-        queue, handles, rest = mine[0], mine[1:count], iter(mine[count:])
+        queue, handles = _own_queues(mine[:count], entry)
+        rest = iter(mine[count:])
         inputs = []
         for c, h in zip(captures, held):
             if h is None:  # captured by the wrapper itself
@@ -298,7 +316,7 @@ def _branch(f, handles, dispatch: tuple):
     they are left as unfed placeholders (the same TF defect makes tf.function fail on some
     distributed steps). They are taken once, as the sink (traced once, run for the whole
     session) takes a single part's: a part's calls run one after another."""
-    queue, handles = handles[0], list(handles[1:])
+    queue, handles = _own_queues(handles, dispatch[0])
     if not getattr(getattr(f, "graph", None), "function_captures", None) or \
             not f.graph.function_captures.by_ref_external:
         run = lambda: f(*handles)  # noqa: E731

@@ -145,8 +145,10 @@ def _entry(sliced, plan, variant, specs, values, instance=None) -> Exported:
                                                      if g.get("module")} | {fn.__module__})
     library = list(concrete.graph.as_graph_def().library.function)
     own = concrete.function_def
-    # what the session's sink calls (see tfprog.sink): its handles, its dispatch queue's first
-    count = 1 + len(own.signature.input_arg) - len(concrete.captured_inputs)
+    # what the session's sink calls (see tfprog.sink): its handles, its dispatch queue's
+    # and relay queue's first
+    count = 1 + (variant.part.dispatch[0] is not None) + len(own.signature.input_arg) - \
+        len(concrete.captured_inputs)
     wrapper = sink.wrapper(concrete, count, variant.part.dispatch)
     names = {f.signature.name for f in library}
     host = _host_source(plan)

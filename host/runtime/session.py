@@ -54,6 +54,7 @@ class Registration:
     handles: list = field(default_factory=list)  # the queues the sink passes the part
     dispatch: tf.queue.FIFOQueue | None = None  # its calls' one enqueue (tfprog/sink.py)
     dispatch_ref: tf.Tensor | None = None  # (its handle)
+    relay: tf.queue.FIFOQueue | None = None  # where the sink puts a call's entry values
     filler: list = field(default_factory=list)  # what follows a switch or STOP word there
 
 
@@ -161,10 +162,10 @@ class Session:
             # (theirs first, then those of their own nested calls: Part.queue_count)
             extra = [h for callee in getattr(owner, "nested", ()) if callee is not None
                      for h in callee.registration().handles]
-            dispatch, filler = dispatch_queue(part.dispatch[1])
+            dispatch, relay, filler = dispatch_queue(part.dispatch[1])
             registration = Registration(-1, channels, self.generation,
                                         [c.handle for c in channels] + extra, dispatch,
-                                        dispatch.queue_ref, filler)
+                                        dispatch.queue_ref, relay, filler)
             group = group_for_new_part(self.groups, self.last_group)
             group.parts.append((part, registration, weakref.ref(owner)))
             self._restart(group)
@@ -178,7 +179,7 @@ class Session:
         # their owners are gone (a call sent before the owner was dropped still runs there;
         # its queues destroyed under it failed the sink with NotFoundError)
         pins = [v for part, _, _ in group.parts for v in part.function.variables]
-        pins += [(reg.channels, reg.dispatch) for _, reg, _ in group.parts]
+        pins += [(reg.channels, reg.dispatch, reg.relay) for _, reg, _ in group.parts]
         group.renumber()
         for slot, (_, reg, _) in enumerate(group.parts):
             self.routes[reg.index] = (group, _index(slot))
@@ -189,8 +190,8 @@ class Session:
                 group.stopped = True  # (the next sink still waits for it to end)
             return
         with opcount.plumbing():  # its eager Pack of the handles is not the user's work
-            sink = build_sink(group.control, [
-                (part.function, [reg.dispatch.queue_ref] + reg.handles, part.dispatch)
+            sink = build_sink(group.control, [(part.function, [q.queue_ref for q in (
+                reg.dispatch, reg.relay) if q] + reg.handles, part.dispatch)
                 for part, reg, _ in group.parts], self.timer, self.done)
         if previous is not None and not group.stopped:
             self._stop(group)
@@ -321,8 +322,7 @@ class Session:
             self.sent += 1
 
     def _stop(self, group: Group) -> None:
-        """End `group`'s sink after the calls sent to it (a new one reads its control
-        queue first)."""
+        """End `group`'s sink after its calls (a new sink reads `control` first)."""
         self._word(group, _index(STOP))
         group.current = None
 

@@ -98,9 +98,12 @@ def group_for_new_part(groups: list[Group], last: int) -> Group:
 
 def dispatch_queue(dtypes) -> tuple:
     """A part's dispatch queue (the word, then the entry values, of dtypes `dtypes`: see
-    tfprog/sink.py) and the values that follow a switch or STOP word there (never read)."""
+    tfprog/sink.py), its relay queue where it has entry values (else None), and the
+    values that follow a switch or STOP word in the first (never read)."""
     with opcount.plumbing():  # (not the user's work)
-        return make_queue([tf.int32, *dtypes], True), [tf.zeros([], d) for d in dtypes]
+        return (make_queue([tf.int32, *dtypes], True),
+                make_queue(list(dtypes), True) if dtypes else None,
+                [tf.zeros([], d) for d in dtypes])
 
 
 def locate(index: int) -> tuple[int, int]:
