@@ -31,7 +31,7 @@ from . import fence, graph_error, opcount, pending
 from .sinks import Group, Instantiator, dispatch_queue, group_for_new_part
 from .channel import HostChannel
 from .interrupt import Interruptible
-from .watchdog import Watchdog
+from .watchdog import Waiting, Watchdog
 from ...tfprog import asserts
 from ...tfprog.channels import make_queue
 from ...tfprog.exact import use_exact_arithmetic_on_this_thread
@@ -108,19 +108,28 @@ class Session:
         if self.blocking.pending is not None:  # a Ctrl-C deferred during the call
             self.blocking.deliver_pending()
 
-    def waiting(self, label: str) -> "_Waiting":
+    def waiting(self, label: str) -> Waiting:
         """Around a host operation that may block on the graph (see host.watchdog)."""
-        return _Waiting(self, label)
+        return Waiting(self, label)
 
     def measure_graph_time(self) -> tf.Variable:
         """From now on the sink times each part it runs (see tfprog.sink); returns the
-        float64 [2] variable holding busy seconds and calls."""
-        with self._lock:
-            if self.timer is None:
-                self.timer = tf.Variable(tf.zeros([2], tf.float64), trainable=False)
-                for group in self.groups:
-                    self._restart(group)
-            return self.timer
+        float64 [2] variable holding busy seconds and calls. The sinks are restarted
+        between calls: a call of another thread is let finish sending first (a switch
+        and a stop sent at once would leave the sink waiting where no call comes)."""
+        claim = self._call_owner != threading.get_ident()
+        while claim and not self.forked and not self.enter_call():
+            time.sleep(0.001)
+        try:
+            with self._lock:
+                if self.timer is None:
+                    self.timer = tf.Variable(tf.zeros([2], tf.float64), trainable=False)
+                    for group in self.groups:
+                        self._restart(group)
+                return self.timer
+        finally:
+            if claim and not self.forked:
+                self.exit_call()
 
     def _new_generation(self) -> None:
         self.done = tf.queue.FIFOQueue(-1, [tf.int32], shapes=[[]])  # the sinks' acknowledgements
@@ -437,24 +446,6 @@ def _index(index: int) -> tf.Tensor:
     if tensor is None:
         tensor = _INDEX_TENSORS.setdefault(index, tf.constant(index, tf.int32))
     return tensor
-
-
-class _Waiting:
-    """A host wait the watchdog can see; adds the time waited to session.host_wait_s (a class,
-    not a generator context manager: this is on every call's path)."""
-
-    __slots__ = ("session", "label", "start", "me")
-
-    def __init__(self, session: Session, label: str):
-        self.session, self.label = session, label
-
-    def __enter__(self):
-        self.me, self.start = threading.get_ident(), time.monotonic()
-        self.session.watchdog.waits[self.me] = (self.start, self.label)
-
-    def __exit__(self, *exc):
-        self.session.watchdog.waits.pop(self.me, None)
-        self.session.host_wait_s += time.monotonic() - self.start
 
 
 _session: Session | None = None

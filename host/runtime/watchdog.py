@@ -85,3 +85,21 @@ class Watchdog:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+class Waiting:
+    """A host wait the watchdog can see; adds the time waited to session.host_wait_s (a class,
+    not a generator context manager: this is on every call's path)."""
+
+    __slots__ = ("session", "label", "start", "me")
+
+    def __init__(self, session, label: str):
+        self.session, self.label = session, label
+
+    def __enter__(self):
+        self.me, self.start = threading.get_ident(), time.monotonic()
+        self.session.watchdog.waits[self.me] = (self.start, self.label)
+
+    def __exit__(self, *exc):
+        self.session.watchdog.waits.pop(self.me, None)
+        self.session.host_wait_s += time.monotonic() - self.start
