@@ -251,8 +251,9 @@ def host_statement(parsed: Parsed) -> str:
     Module.forward, whose `assert ...` runs on the host); "" if none is found."""
     for node in nodes.walk(parsed.node):
         if not isinstance(node, gast.stmt) or node is parsed.node or \
-                anno.get(node, Key.PLACE) != Place.HOST:
-            continue
+                anno.get(node, Key.PLACE) != Place.HOST or (
+                    isinstance(node, gast.Expr) and isinstance(node.value, gast.Constant)):
+            continue  # (a docstring: no reason)
         inner = next((_why[c[0]] for c in (anno.get(n, Key.SPLICE) for n in nodes.walk(node)
                                             if isinstance(n, gast.Call))
                       if c is not None and c[0] in _why), "")

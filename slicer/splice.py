@@ -82,16 +82,22 @@ def _held(inf, chain: gast.expr) -> bool:
 
 def sites(fn_node: gast.FunctionDef) -> dict[int, Any]:
     """{position of the statement in `nodes.walk(fn_node)`: (its callee, whether a method)}
-    for each `target = callee(...)` statement inside a TF `with` block whose call the kinds
-    pass marked."""
-    inside = set()
+    for each `target = callee(...)` or `callee(...)` statement of the function's own
+    whose call the kinds pass marked: inside a TF `with` block, and outside one where gpe
+    does not slice the callee itself (a method under `@gpe.function`: d2l's
+    `self.model.validation_step(batch)`, whose TF work then runs in the graph; a host
+    helper's statements keep their own order with the graph, where the call waited for
+    it as for anything that may touch TF state)."""
+    own, inside = {id(s) for s in _own(fn_node.body)}, set()
     for stmt in nodes.walk(fn_node):
         if isinstance(stmt, gast.With) and all(
                 anno.get(item.context_expr, Key.KIND) == Kind.TF_OBJECT for item in stmt.items):
             inside |= {id(s) for s in _own(stmt.body)}
     return {i: anno.get(stmt.value, Key.SPLICE) for i, stmt in enumerate(nodes.walk(fn_node))
-            if id(stmt) in inside and isinstance(stmt, gast.Assign) and
-            isinstance(stmt.value, gast.Call) and anno.has(stmt.value, Key.SPLICE)}
+            if id(stmt) in own and isinstance(stmt, (gast.Assign, gast.Expr)) and
+            isinstance(stmt.value, gast.Call) and anno.has(stmt.value, Key.SPLICE) and (
+                id(stmt) in inside or  # (outside a tape a function gpe slices runs nested)
+                anno.get(stmt.value.func, Key.KIND) != Kind.SLICED_FN)}
 
 
 def _own(stmts: list[gast.stmt]):
@@ -131,10 +137,10 @@ def splice(fn_node: gast.FunctionDef, where: dict[int, tuple], caller: Any) -> i
     return done
 
 
-def _spliced(stmt: gast.Assign, fn: Any, bound: bool, caller: Any,
+def _spliced(stmt: gast.Assign | gast.Expr, fn: Any, bound: bool, caller: Any,
              fn_node: gast.FunctionDef) -> list[gast.stmt] | None:
-    """The statements that run `target = fn(...)` as Python would (`bound`: a method,
-    its first parameter the object the call's chain names), or None."""
+    """The statements that run `target = fn(...)` (or `fn(...)`) as Python would (`bound`:
+    a method, its first parameter the object the call's chain names), or None."""
     call = stmt.value
     if not _eligible(fn, caller) or any(isinstance(a, gast.Starred) for a in call.args) or \
             any(k.arg is None for k in call.keywords):
@@ -185,9 +191,15 @@ def _spliced(stmt: gast.Assign, fn: Any, bound: bool, caller: Any,
     if body and isinstance(body[-1], gast.Return):
         last = body.pop()
         result = last.value if last.value is not None else result
-    out += body
-    out.append(_at(gast.Assign(targets=stmt.targets, value=result, type_comment=None), stmt))
-    return out
+    return out + body + _result(stmt, result)
+
+
+def _result(stmt: gast.Assign | gast.Expr, value: gast.expr) -> list[gast.stmt]:
+    """The statement the callee's returned `value` becomes: the call's assignment, or for
+    a call statement, `value` evaluated (nothing for a constant: `None`, no return)."""
+    if isinstance(stmt, gast.Assign):
+        return [_at(gast.Assign(targets=stmt.targets, value=value, type_comment=None), stmt)]
+    return [] if isinstance(value, gast.Constant) else [_at(gast.Expr(value=value), stmt)]
 
 
 def _eligible(fn: Any, caller: Any) -> bool:
@@ -219,7 +231,7 @@ def _plain_body(fn: gast.FunctionDef) -> bool:
         return False
     for node in nodes.walk(fn):
         if isinstance(node, (gast.Global, gast.Nonlocal, gast.Yield, gast.YieldFrom,
-                             gast.Await, gast.ClassDef)) or (
+                             gast.Await, gast.ClassDef, gast.Delete)) or (
                 isinstance(node, gast.FunctionDef) and node is not fn):
             return False
         if isinstance(node, gast.Return) and node is not fn.body[-1]:

@@ -52,6 +52,11 @@ class Model:
         self.plot("loss", l, train=True)
         return l
 
+    def validation_step(self, batch):
+        """As d2l's Module.validation_step: called as a statement, outside any tape."""
+        l = self.loss(self.forward(batch[0]), batch[1])
+        self.plot("loss", l, train=False)
+
 
 class Trainer:
     def __init__(self, model, data):
@@ -78,6 +83,31 @@ def test_a_training_step_that_plots_is_spliced_into_the_tape():
     run = check(make, None, graph_calls=10, host_ops_allowed=ITERATING)
     ops = graph_ops(next(iter(run.target.variants.values())).part)
     assert ops["MatMul"] >= 2 and ops["AssignSubVariableOp"] == 1, ops
+
+
+def fit_epoch_validated(self):
+    """As d2l's Trainer.fit_epoch, with its validation loop."""
+    for batch in self.train_dataloader:
+        with tf.GradientTape() as tape:
+            loss = self.model.training_step(batch)
+        grads = tape.gradient(loss, [self.model.w])
+        self.model.w.assign_sub(0.1 * grads[0])
+    for batch in self.train_dataloader:
+        self.model.validation_step(batch)
+
+
+@pytest.mark.timeout(300)
+def test_a_validation_step_called_as_a_statement_is_spliced_too():
+    """`self.model.validation_step(batch)` outside the tape: judged whole it was host
+    work, its forward pass run eagerly each batch (d2l's LeNet epochs under
+    `@gpe.function`); spliced, its TF work runs in the graph and its plot on the host."""
+    def make(log):
+        model = Model(log)
+        data = tf.data.Dataset.from_tensor_slices((X, Y)).batch(2)
+        return fit_epoch_validated, {"w": model.w}, [(Trainer(model, data),)] * 8
+    run = check(make, None, graph_calls=6, host_ops_allowed=ITERATING)
+    ops = graph_ops(next(iter(run.target.variants.values())).part)
+    assert ops["MatMul"] >= 3, ops  # forward, its gradient, and validation's forward
 
 
 class RunModel(Model):
