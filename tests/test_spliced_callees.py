@@ -85,15 +85,12 @@ def test_a_training_step_that_plots_is_spliced_into_the_tape():
     assert ops["MatMul"] >= 2 and ops["AssignSubVariableOp"] == 1, ops
 
 
-def fit_epoch_validated(self):
-    """As d2l's Trainer.fit_epoch, with its validation loop."""
-    for batch in self.train_dataloader:
-        with tf.GradientTape() as tape:
-            loss = self.model.training_step(batch)
-        grads = tape.gradient(loss, [self.model.w])
-        self.model.w.assign_sub(0.1 * grads[0])
+def validate(self):
+    """The validation loop of d2l's Trainer.fit_epoch (its data changing the weights, so
+    that each call's losses differ)."""
     for batch in self.train_dataloader:
         self.model.validation_step(batch)
+    self.model.w.assign_add(0.125 * self.model.w)
 
 
 @pytest.mark.timeout(300)
@@ -104,10 +101,10 @@ def test_a_validation_step_called_as_a_statement_is_spliced_too():
     def make(log):
         model = Model(log)
         data = tf.data.Dataset.from_tensor_slices((X, Y)).batch(2)
-        return fit_epoch_validated, {"w": model.w}, [(Trainer(model, data),)] * 8
+        return validate, {"w": model.w}, [(Trainer(model, data),)] * 8
     run = check(make, None, graph_calls=6, host_ops_allowed=ITERATING)
     ops = graph_ops(next(iter(run.target.variants.values())).part)
-    assert ops["MatMul"] >= 3, ops  # forward, its gradient, and validation's forward
+    assert ops["MatMul"] >= 1 and ops["Square"] >= 1, ops  # validation's forward and loss
 
 
 class RunModel(Model):
