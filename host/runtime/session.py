@@ -31,6 +31,7 @@ from . import fence, graph_error, opcount, pending
 from .sinks import Group, Instantiator, dispatch_queue, group_for_new_part
 from .channel import HostChannel
 from .interrupt import Interruptible
+from .spin import Spin
 from .watchdog import Waiting, Watchdog
 from ...tfprog import asserts
 from ...tfprog.channels import make_queue
@@ -63,6 +64,7 @@ class Session:
         self._lock = threading.RLock()
         self.nested_start = None  # see CallContext.nested: set while a nested call begins
         self.run_word = _index(RUN)  # a call's word (Session.start_call)
+        self.ack_spin = Spin()  # a fence polls for the acknowledgement before it sleeps
         self._new_generation()
         self.generation = 0
         self.wait_timeout = wait_timeout or float(os.environ.get("GPE_WAIT_TIMEOUT", "600"))
@@ -309,6 +311,7 @@ class Session:
                                                             tf.constant(ready), [tf.int32])
                 else:
                     ready = 1
+                    self.ack_spin.until_ready(self.done.queue_ref)  # (host/runtime/spin.py)
                     self.blocking.dequeue(self.done.queue_ref, [tf.int32])
         except (tf.errors.CancelledError, tf.errors.OutOfRangeError, RuntimeError) as exc:
             if graph_error.host_left_replicated_call(self.failure):

@@ -37,6 +37,7 @@ import os
 import queue
 import threading
 
+import numpy as np
 import tensorflow as tf
 
 from . import opcount
@@ -103,7 +104,17 @@ def dispatch_queue(dtypes) -> tuple:
     with opcount.plumbing():  # (not the user's work)
         return (make_queue([tf.int32, *dtypes], True),
                 make_queue(list(dtypes), True) if dtypes else None,
-                [tf.zeros([], d) for d in dtypes])
+                [_zero(d) for d in dtypes])
+
+
+def _zero(dtype: tf.DType):
+    """A scalar of `dtype` the enqueue converts in C++ (no eager op made here)."""
+    if dtype == tf.string:
+        return np.array(b"", dtype=object)
+    try:
+        return np.zeros((), dtype.as_numpy_dtype)
+    except TypeError:  # a dtype NumPy has no zero of (a variant): a tensor
+        return tf.zeros([], dtype)
 
 
 def locate(index: int) -> tuple[int, int]:
