@@ -63,6 +63,7 @@ _EXPORTS = {
     "BundleError": ".tfprog.bundle",
     "GpeWarning": ".host.diagnostics.stats", "SlicedFunction": ".host.call.function",
     "Timing": ".host.diagnostics.timing", "timing": ".host.diagnostics.timing",
+    "profile": ".host.diagnostics.profile",
 }
 __all__ = sorted(_EXPORTS)
 

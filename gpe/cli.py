@@ -60,8 +60,15 @@ def _run(args) -> int:
         args.parser.error("the following arguments are required: SCRIPT")
     _file(args.script)
     status = 0
+    observed = None
     try:
-        run_script(args.script, args.args)
+        if args.report or args.profile:  # the host's time, a TensorBoard profile
+            from .observe import Observed
+            observed = Observed(args.report, args.profile)
+            with observed.running():
+                run_script(args.script, args.args)
+        else:
+            run_script(args.script, args.args)
     except SystemExit as exc:
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code not in (None, 0) and not isinstance(exc.code, int):
@@ -72,6 +79,9 @@ def _run(args) -> int:
     finally:
         if args.report:
             print(report(), file=sys.stderr)
+        if observed is not None:
+            from .observe import tell
+            tell(observed)
     return status
 
 
@@ -219,14 +229,19 @@ def main(argv=None) -> int:
     explain.set_defaults(run=_explain)
     run = commands.add_parser(
         "run", help="run a script with every function in it sliced",
-        usage="gpe run [-h] [--report] SCRIPT [ARGS ...]",
+        usage="gpe run [-h] [--report] [--profile DIR] SCRIPT [ARGS ...]",
         description="Run SCRIPT as __main__, with every top-level function and method in it, "
                     "and in the modules it imports from its own directory, handled as if "
                     "decorated with @gpe.function. Functions without TF work stay plain "
                     "Python.")
     run.add_argument("--report", action="store_true",
                      help="at exit, print per function: calls, sliced calls, eager calls and "
-                          "why any call ran eagerly (to stderr)")
+                          "why any call ran eagerly, and where the host's time went (to "
+                          "stderr)")
+    run.add_argument("--profile", metavar="DIR",
+                     help="write a TensorBoard profile of the run to DIR: TensorFlow's ops "
+                          "and gpe's calls, waits, fences and builds on one timeline (view: "
+                          "pip install 'gpe[profile]'; tensorboard --logdir DIR)")
     run.add_argument("script", metavar="SCRIPT", nargs="?",  # checked in _run: ARGS is
                      help="the Python script to run")  # optional, SCRIPT is not
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",

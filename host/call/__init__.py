@@ -5,3 +5,4 @@ the variant lookup, and the phases a call goes through (profile, build, timing, 
 eager), with statistics and fallbacks. It is the top of gpe.host and may import every
 other part of it.
 """
+from . import traced  # noqa: F401  (calls become events while a profile records)

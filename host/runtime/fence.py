@@ -37,6 +37,8 @@ from tensorflow.python.framework import dtypes
 from tensorflow.python.ops import (gen_resource_variable_ops, gen_training_ops,
                                    resource_variable_ops)
 
+from .trace import TRACER
+
 _installed = False
 
 
@@ -71,7 +73,10 @@ def _wait(session) -> None:
         target = session.fence_target()
         if target > session.acknowledged:
             began = time.perf_counter()
-            session.fence(target)
+            if TRACER.on:  # a profile or `gpe run --report`: the fence is an event
+                TRACER.fence(session, target)
+            else:
+                session.fence(target)
             session.fenced_s += time.perf_counter() - began  # (adaptive.py counts it)
 
 

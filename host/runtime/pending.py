@@ -23,6 +23,8 @@ from tensorflow.python.framework import ops
 from tensorflow.python.types import core
 from tensorflow.python.util import object_identity
 
+from .trace import TRACER
+
 
 class Pending(core.Tensor):
     __slots__ = ("_channel", "_value")
@@ -36,7 +38,10 @@ class Pending(core.Tensor):
     def resolve(self):
         """The eager tensor this stands for (waits for the TF part if needed)."""
         if self._value is None:
-            self._channel.resolve(self)
+            if TRACER.on:  # a profile or `gpe run --report`: the wait is an event
+                TRACER.wait(self)
+            else:
+                self._channel.resolve(self)
         return self._value
 
     # what the eager tensor offers -------------------------------------------------

@@ -19,6 +19,7 @@ import tensorflow as tf
 from ..facts import oracle, signature
 from .elements import with_given
 from .loader import load
+from ..runtime.trace import TRACER
 from ..speculation.speculation import (Assumptions, NotObserved, channel_specs, leaf_shapes,
                                        sent_numbers,
                                        stable_entry_values, unreachable)
@@ -80,7 +81,8 @@ class Builder:
         facts = signature.facts_for(described, values)
         facts = dataclasses.replace(facts, **assumed.facts(), reads=oracle.method_reads,
                                     iterables=assumed.iterables_for(facts.objects))
-        with oracle.unbuilt as unbuilt, callees.Recording() as judged:
+        with oracle.unbuilt as unbuilt, callees.Recording() as judged, \
+                TRACER.build("slice", self.owner):  # a profile's event (runtime/trace.py)
             try:
                 plan = slice_function(self.owner.fn, facts)
             except Refusal as refusal:
@@ -263,10 +265,11 @@ class Builder:
             guess = guess and bool(unreached_lines(plan, seen.specs))  # (speculated)
             # as fast as its sibling (measured, or being measured: the first of the two
             # to settle gives the other its verdict)
-            variant = assemble(owner, plan, values, seen, adaptive=adaptive, sibling=sibling,
-                               prior=owner.payoff.times,
-                               nested=[callee_variant(runs[-1].get(("call", slot)))
-                                       for slot in range(len(plan.nested))])
+            with TRACER.build("trace", owner):  # a profile's event (runtime/trace.py)
+                variant = assemble(owner, plan, values, seen, adaptive=adaptive,
+                                   sibling=sibling, prior=owner.payoff.times,
+                                   nested=[callee_variant(runs[-1].get(("call", slot)))
+                                           for slot in range(len(plan.nested))])
             variant.runs = list(runs)  # a sibling built for a tree of another shape uses them
             variant.timer.profiled = list(owner.profile_times)
             if speculated and not _hands_back(plan, variant):

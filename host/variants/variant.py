@@ -21,6 +21,7 @@ from .stubs import Runtime
 from .loader import load
 from ..runtime.losses import Replay
 from ..runtime.session import Registration, Session, get_session
+from ..runtime.trace import TRACER
 from ...slicer import SlicePlan
 from ...tfprog.losses import Added
 from ...tfprog.part import Part, build_part
@@ -152,7 +153,8 @@ class Variant:
         reg = self._registration
         if reg is None or reg.generation != session.generation:
             started = time.perf_counter()
-            reg = self._registration = session.register(self.part, self)
+            with TRACER.build("instantiate", self.owner):
+                reg = self._registration = session.register(self.part, self)
             if any(isinstance(e, Added) for e in self.part.losses):
                 self.replay = Replay(self.part.losses, session)
             seconds = time.perf_counter() - started

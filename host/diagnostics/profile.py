@@ -1,0 +1,264 @@
+"""See where the time goes: `gpe.profile(DIR)` and `gpe run --profile DIR / --report`.
+
+`with gpe.profile(DIR):` records a TensorFlow profile of the block with TensorFlow's own
+profiler (`tf.profiler.experimental.start/stop`): TensorFlow's op events as it records
+them (the sink's ops on TensorFlow's threads, each named `gpe<k>_L<line>/...` after the
+user's line; eager ops on the thread that runs them) and gpe's host events
+(host/runtime/trace.py: calls, waits, fences, builds), written as TensorFlow writes any
+profile, `DIR/plugins/profile/<run>/<host>.xplane.pb`. TensorBoard's profile plugin
+shows it (`pip install 'gpe[profile]'`, then `tensorboard --logdir DIR`); `events(path)`
+reads it back with the XPlane protobuf TensorFlow ships.
+
+`HostTime` is `gpe run --report`'s account of the host thread's time (trace.Ledger) and,
+from the first call after gpe built a function on, `gpe.timing()`'s overlap figure;
+`format_host_time` prints it per function.
+"""
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+
+import tensorflow as tf
+
+from ..runtime import session as _session
+from ..runtime.trace import TRACER, Ledger
+from .timing import Timing, timing
+
+PLUGIN = os.path.join("plugins", "profile")
+
+
+class profile:
+    """`with gpe.profile(DIR) as p:` records a TensorBoard profile of the block in DIR:
+    TensorFlow's op events and gpe's host events (its calls, the host's waits on values,
+    fences, builds), on one timeline. After the block, `p.path` is the profile written
+    (`DIR/plugins/profile/<run>/<host>.xplane.pb`). View it with TensorBoard's profile
+    plugin: `pip install 'gpe[profile]'`, `tensorboard --logdir DIR`, Profile tab, trace
+    viewer.
+
+    At the end of the block the host waits for the graph to finish the calls sent (an
+    event of its own), so their ops are in the profile. One TensorFlow profile records
+    at a time: starting one while another runs raises TensorFlow's error."""
+
+    def __init__(self, logdir: str, host_tracer_level: int = 2):
+        self.logdir = os.fspath(logdir)
+        self.options = tf.profiler.experimental.ProfilerOptions(
+            host_tracer_level=host_tracer_level, python_tracer_level=0,
+            device_tracer_level=1)
+        self.path: str | None = None
+        self._before: set[str] = set()
+
+    def __enter__(self) -> "profile":
+        self._before = set(_written(self.logdir))
+        tf.profiler.experimental.start(self.logdir, options=self.options)
+        TRACER.start_events()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            current = _session._session  # (none made for it: no sliced call, no wait)
+            if current is not None and current.sent > current.acknowledged \
+                    and not current.failed and current.fence_target():
+                with TRACER.span("gpe end of the profile: the graph finishes the calls "
+                                 "sent", (None, "fence", "the end of the profile")):
+                    current.fence()
+        finally:
+            TRACER.stop_events()
+            tf.profiler.experimental.stop()
+        new = [p for p in _written(self.logdir) if p not in self._before]
+        self.path = max(new, key=os.path.getmtime) if new else None
+
+
+def _written(logdir: str) -> list[str]:
+    return glob.glob(os.path.join(logdir, PLUGIN, "*", "*.xplane.pb"))
+
+
+# reading a profile back -----------------------------------------------------------------
+@dataclass(frozen=True)
+class Event:
+    """One event of a profile: its thread (line) and times in picoseconds since the
+    epoch, its name and stats."""
+
+    plane: str
+    line: str
+    line_id: int
+    name: str
+    start_ps: int
+    duration_ps: int
+    stats: dict
+
+    @property
+    def end_ps(self) -> int:
+        return self.start_ps + self.duration_ps
+
+
+def events(path: str, plane: str = "/host:CPU") -> list[Event]:
+    """The events of the XSpace file `path` (a profile's .xplane.pb) on `plane`, in time
+    order, read with the XPlane protobuf that TensorFlow ships."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+    space = xplane_pb2.XSpace()
+    with open(path, "rb") as f:
+        space.ParseFromString(f.read())
+    found = []
+    for p in space.planes:
+        if p.name != plane:
+            continue
+        names = {i: m.name for i, m in p.event_metadata.items()}
+        stat_names = {i: m.name for i, m in p.stat_metadata.items()}
+        for line in p.lines:
+            base = line.timestamp_ns * 1000
+            for e in line.events:
+                stats = {stat_names.get(s.metadata_id, "?"): _stat_value(s, stat_names)
+                         for s in e.stats}
+                found.append(Event(p.name, line.display_name or line.name, line.id,
+                                   names.get(e.metadata_id, "?"), base + e.offset_ps,
+                                   e.duration_ps, stats))
+    return sorted(found, key=lambda e: (e.start_ps, -e.duration_ps))
+
+
+def _stat_value(stat, stat_names: dict):
+    kind = stat.WhichOneof("value")
+    if kind == "ref_value":  # a string kept once in the plane's stat metadata
+        return stat_names.get(stat.ref_value, "")
+    return getattr(stat, kind) if kind else None
+
+
+# the host's time, for `gpe run --report` ---------------------------------------------------
+class HostTime:
+    """Accounts the calling thread's time between `start` and `stop` (trace.Ledger) and,
+    from the first call of a gpe function on, times the overlap as `gpe.timing()` does."""
+
+    def __init__(self, overlap: bool = True):
+        self.ledger: Ledger | None = None
+        self.timing: timing | None = None
+        self.overlap: Timing | None = None
+        self._overlap = overlap  # time the overlap (the sinks' timing stays on after)
+
+    def start(self) -> "HostTime":
+        self.ledger = TRACER.start_ledger()
+        if self._overlap:
+            self.ledger.first_call = self._first_call
+        return self
+
+    def _first_call(self) -> bool:
+        """At a gpe function's call, once gpe has a session (a variant was built: so
+        TensorFlow was started by gpe's work, not by this, which would come before a
+        program's own set-up such as configuring collective ops), outside any graph and
+        strategy: start timing the overlap. False to be asked again at the next call."""
+        if _session._session is None or not tf.executing_eagerly() or \
+                tf.distribute.has_strategy():
+            return False
+        self.timing = timing()
+        self.overlap = self.timing.__enter__()
+        return True
+
+    def stop(self) -> None:
+        TRACER.stop_ledger()
+        if self.timing is not None:
+            try:
+                self.timing.__exit__(None, None, None)
+            except Exception:  # noqa: BLE001 (the session failed: no overlap to tell)
+                self.overlap = None
+
+    def __enter__(self) -> "HostTime":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def parts(self) -> dict:
+        """{(function or None, what, detail): (seconds, times)}: every part of the time,
+        (None, "host code", "") the program's own outside gpe's events; they add up to
+        `total_s`."""
+        ledger = self.ledger
+        found = {(None, "host code", ""): (ledger.outside, 1)}
+        plain = self.plain_functions()
+        for key, (seconds, times) in ledger.rows.items():
+            function, kind, *rest = key
+            detail = " ".join(str(r) for r in rest)
+            if function in plain:  # (its first call, and slicing it to find that out)
+                function, kind, detail = None, "plain Python", ""
+            s, t = found.get((function, kind, detail), (0.0, 0))
+            found[(function, kind, detail)] = (s + seconds, t + times)
+        return found
+
+    def plain_functions(self) -> set[str]:
+        """The functions `gpe run` found plain Python (no TF work): the program's own."""
+        found = set()
+        for name, ref in self.ledger.functions.items():
+            fn = ref()
+            if fn is not None and fn.plain and fn.auto and not fn.stats_.fallbacks:
+                found.add(name)
+        return found
+
+    @property
+    def total_s(self) -> float:
+        return self.ledger.total_s
+
+
+_KINDS = (("call", "sliced", "host code of its sliced calls"),
+          ("call", "eager", "eager calls"),
+          ("call", "profile", "profile calls (eager, observed)"),
+          ("call", "build", "calls that built a variant (eager, observed)"),
+          ("build", "slice", "building: slicing"),
+          ("build", "trace", "building: tracing its TF part, loading its host program"),
+          ("build", "instantiate", "building: starting the graph that runs it"))
+
+
+def format_host_time(host: HostTime, measured_s: float | None = None) -> str:
+    """The report's section: per function, where the host thread's time went."""
+    parts = host.parts()
+    total = host.total_s
+    by_function: dict = {}
+    for (function, kind, detail), value in parts.items():
+        by_function.setdefault(function, {})[(kind, detail)] = value
+    lines = [f"gpe report: where the host's time went ({total:.3f} s on the main thread)"]
+    order = sorted((f for f in by_function if f is not None),
+                   key=lambda f: -sum(s for s, _ in by_function[f].values()))
+    for function in order + [None]:
+        rows = by_function.get(function, {})
+        if not rows:
+            continue
+        spent = sum(s for s, _ in rows.values())
+        title = function if function is not None else "outside gpe functions"
+        lines.append(f"  {title}: {spent:.3f} s ({spent / total:.1%})" if total else
+                     f"  {title}: {spent:.3f} s")
+        for kind, detail, text in _KINDS:
+            if (kind, detail) in rows:
+                seconds, times = rows[(kind, detail)]
+                lines.append(f"      {seconds:9.4f} s  {text} (x{times})")
+        if ("host code", "") in rows:
+            lines.append(f"      {rows[('host code', '')][0]:9.4f} s  the program's own "
+                         "host code (plain Python and eager TF outside gpe's calls)")
+        if ("plain Python", "") in rows:
+            lines.append(f"      {rows[('plain Python', '')][0]:9.4f} s  its functions found "
+                         f"plain Python (no TF work; {len(host.plain_functions())}): their "
+                         "first calls, slicing them included")
+        waits = sorted(((s, t, d) for (k, d), (s, t) in rows.items() if k == "wait"),
+                       reverse=True)
+        if waits:
+            lines.append(f"      {sum(s for s, _, _ in waits):9.4f} s  waiting on the graph "
+                         f"for its values (x{sum(t for _, t, _ in waits)}):")
+            lines += [f"        {s:9.4f} s  {_wait_text(d)} (x{t})" for s, t, d in waits]
+        fences = sorted(((s, t, d) for (k, d), (s, t) in rows.items() if k == "fence"),
+                        reverse=True)
+        if fences:
+            count = sum(t for _, t, _ in fences)
+            lines.append(f"      {sum(s for s, _, _ in fences):9.4f} s  fences: eager code "
+                         f"touching TF state waited for the graph (x{count}):")
+            lines += [f"        {s:9.4f} s  at {d} (x{t})" for s, t, d in fences]
+    summed = sum(s for s, _ in parts.values())
+    if measured_s:
+        lines.append(f"  the parts add up to {summed:.3f} s of the {measured_s:.3f} s the run "
+                     f"took ({summed / measured_s:.1%})")
+    overlap = host.overlap
+    if overlap is not None and overlap.graph_calls:
+        lines.append("  overlap (gpe.timing, from the first call after a build on): "
+                     f"{overlap}")
+    return "\n".join(lines)
+
+
+def _wait_text(detail: str) -> str:
+    """"loss (f:12) train.py:40" -> "loss (f:12), needed at train.py:40"."""
+    value, _, at = detail.rpartition(" ")
+    return f"{value}, needed at {at}" if value else detail

@@ -1,0 +1,243 @@
+"""Seeing where the time goes (issue 31): `gpe.profile(DIR)` writes a TensorFlow profile
+holding gpe's host events beside TensorFlow's ops, read back here with the XPlane protobuf
+TensorFlow ships (no TensorBoard needed); `gpe run --report` tells where the host's time
+went, and its parts add up to the run's time.
+
+The profiler's cost is measured by tests/bench_profile.py (a benchmark, not a test)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import pytest
+import tensorflow as tf
+
+import background
+import gpe
+from gpe.host.call import traced
+from gpe.host.call.function import SlicedFunction
+from gpe.host.diagnostics.profile import HostTime, events, format_host_time
+from gpe.host.runtime.trace import TRACER
+
+HERE = os.path.abspath(__file__)
+CALLS = 6
+
+
+def line_of(marker: str) -> int:
+    """The line of this file that ends with `# marker`."""
+    with open(HERE) as f:
+        return next(i for i, text in enumerate(f, 1) if text.rstrip().endswith(f"# {marker}"))
+
+
+W = tf.Variable(tf.ones([32, 32]) * 0.01)
+
+
+@gpe.function(adaptive=False)  # (the profiler's cost must not make it choose eager)
+def step(x):
+    y = tf.matmul(x, W)  # MATMUL
+    W.assign_add(0.001 * y)  # ASSIGN
+    return tf.reduce_sum(y)  # SUM
+
+
+@gpe.function(profile_calls=1, adaptive=False)
+def other(x):
+    return tf.reduce_mean(tf.tanh(x) * 2.0)  # OTHER
+
+
+@gpe.function
+def helper(x):
+    return tf.reduce_max(x) + 1.0
+
+
+def profiled_program(logdir: str) -> "gpe.profile":
+    x = tf.ones([32, 32])
+    for _ in range(5):  # profiled, built and run sliced before the profile
+        step(x)
+    W.numpy()  # the graph has finished those calls: no op of theirs in the profile
+    with gpe.profile(logdir) as p:
+        for _ in range(CALLS):
+            loss = step(x)
+        value = float(loss)  # WAIT
+        W.numpy()  # FENCE
+        other(x)  # built in the profile: sliced, traced, and its graph started at
+        other(x)  # its first sliced call
+    assert value > 0
+    return p
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    p = profiled_program(str(tmp_path_factory.mktemp("profile")))
+    assert p.path is not None and p.path.endswith(".xplane.pb"), p.path
+    run_folder = os.path.dirname(os.path.dirname(p.path))
+    assert run_folder.endswith(os.path.join("plugins", "profile"))
+    return events(p.path)
+
+
+def _ops(found, line: int, op: str, host_line: int):
+    return [e for e in found if e.line_id != host_line and f"_L{line}/" in e.name
+            and e.name.endswith(op)]
+
+
+def test_profile_holds_gpe_calls_waits_fences_on_the_host_thread(profiled):
+    calls = [e for e in profiled if e.name == "gpe call step"]
+    assert len(calls) == CALLS, [e.name for e in profiled if e.name.startswith("gpe")]
+    host_line = calls[0].line_id
+    gpe_events = [e for e in profiled if e.name.startswith("gpe ")]
+    assert {e.line_id for e in gpe_events} == {host_line}, "gpe's events: the host thread's"
+    assert all(c.stats == {"kind": "sliced", "variant": 1} for c in calls), calls
+    waits = [e for e in gpe_events if e.name.startswith("gpe wait")]
+    assert len(waits) == 1, waits
+    wait, = waits
+    assert wait.name == f"gpe wait `tf.reduce_sum(y)` (step:{line_of('SUM')})", wait.name
+    assert wait.stats["at"] == f"test_profile.py:{line_of('WAIT')}"
+    fences = [e for e in gpe_events if e.name.startswith("gpe fence")]
+    assert [f.name for f in fences] == [f"gpe fence test_profile.py:{line_of('FENCE')}"]
+    assert fences[0].stats["source"] == "W.numpy()"  # (its comment left out)
+    # in the order the program ran them: the calls one after another, then the wait, the
+    # fence, then other's two calls
+    order = [e for e in gpe_events if e.name.startswith(("gpe call", "gpe wait", "gpe fence"))]
+    assert [e.name.split(" ")[1] for e in order] == \
+        ["call"] * CALLS + ["wait", "fence", "call", "call"], [e.name for e in order]
+    for before, after in zip(order, order[1:]):
+        assert before.end_ps <= after.start_ps, (before, after)
+
+
+def test_profile_holds_the_sinks_ops_on_another_thread_in_order(profiled):
+    calls = [e for e in profiled if e.name == "gpe call step"]
+    host_line = calls[0].line_id
+    matmuls = _ops(profiled, line_of("MATMUL"), "MatMul", host_line)
+    assigns = _ops(profiled, line_of("ASSIGN"), ":AssignAddVariableOp", host_line)
+    sums = _ops(profiled, line_of("SUM"), ":Sum", host_line)
+    assert len(matmuls) == len(assigns) == len(sums) == CALLS, \
+        sorted({e.name for e in profiled if "_L" in e.name})
+    wait, = [e for e in profiled if e.name.startswith("gpe wait")]
+    fence, = [e for e in profiled if e.name.startswith("gpe fence")]
+    for call, matmul in zip(calls, matmuls):  # each call sent before the graph ran it
+        assert call.start_ps <= matmul.start_ps
+    assert matmuls[-1].start_ps >= calls[0].end_ps  # the host ran ahead: no call waited
+    assert wait.end_ps >= sums[-1].end_ps  # the wait ended once the graph had the value
+    assert fence.end_ps >= max(e.end_ps for e in assigns + sums)  # ...the last write
+
+
+def test_profile_holds_a_builds_steps(profiled):
+    calls = [e for e in profiled if e.name == "gpe call other"]
+    assert [c.stats.get("kind") for c in calls] == ["build", "sliced"], calls
+
+    def inside(name, call):
+        found = [e for e in profiled if e.name == name]
+        assert len(found) == 1, (name, found)
+        assert call.start_ps <= found[0].start_ps <= found[0].end_ps <= call.end_ps
+    inside("gpe slice other", calls[0])
+    inside("gpe trace other", calls[0])
+    inside("gpe instantiate other", calls[1])
+    ran = [e for e in profiled if f"_L{line_of('OTHER')}/" in e.name]
+    assert ran and min(e.start_ps for e in ran) >= calls[1].start_ps
+
+
+def test_the_hooks_are_off_outside_a_profile(profiled):
+    assert not TRACER.on and TRACER.ledger is None and not TRACER.events
+    # a call runs SlicedFunction's own __call__ again (host/call/traced.py)
+    assert SlicedFunction.__call__ is traced._call
+    with HostTime(overlap=False):
+        assert SlicedFunction.__call__ is traced._traced_call
+    assert SlicedFunction.__call__ is traced._call
+
+
+def test_host_time_parts_add_up_to_the_time_measured():
+    x = tf.ones([32, 32])
+    started = time.perf_counter()
+    with HostTime(overlap=False) as host:
+        for _ in range(4):
+            helper(x)  # profiled, built and run sliced here
+        for _ in range(20):
+            loss = step(x)
+        float(loss)  # HT_WAIT
+        time.sleep(0.05)  # the program's own host work
+        W.numpy()  # HT_FENCE
+    measured = time.perf_counter() - started
+    parts = host.parts()
+    summed = sum(seconds for seconds, _ in parts.values())
+    assert summed == pytest.approx(host.total_s, rel=1e-6)
+    assert summed == pytest.approx(measured, rel=0.05)
+    assert parts[(None, "host code", "")][0] >= 0.05
+    assert parts[("step", "call", "sliced")][1] == 20
+    helper_name = "helper"
+    assert parts[(helper_name, "call", "profile")][1] >= 2
+    for what in ("slice", "trace", "instantiate"):
+        assert (helper_name, "build", what) in parts, sorted(parts)
+    waits = [k for k in parts if k[1] == "wait"]
+    assert waits == [("step", "wait", f"`tf.reduce_sum(y)` (step:{line_of('SUM')}) "
+                                      f"test_profile.py:{line_of('HT_WAIT')}")]
+    assert (None, "fence", f"test_profile.py:{line_of('HT_FENCE')}") in parts
+    text = format_host_time(host, measured)
+    assert "waiting on the graph" in text and "fences" in text and "building" in text
+
+
+# `gpe run --report --profile DIR`: a script in a folder of its own -----------------------
+TRAIN = """
+import tensorflow as tf
+w = tf.Variable(tf.ones([32, 32]) * 0.01)
+
+def step(x):
+    y = tf.matmul(x, w)
+    w.assign_add(0.001 * y)
+    return tf.reduce_sum(y)
+
+x = tf.ones([32, 32])
+total = 0.0
+for i in range(60):
+    loss = step(x)
+    if i % 20 == 19:
+        total += float(loss)
+print(round(total, 3), float(w.numpy().sum()) > 0)
+"""
+# (made by the child's profiler; removed by the test)
+PROFILE_DIR = os.path.join(tempfile.gettempdir(), f"gpe-test-profile-{os.getpid()}")
+CHILDREN = {"test_gpe_run_report_and_profile": lambda: background.run_in_folder(
+    {"train.py": textwrap.dedent(TRAIN)},
+    [sys.executable, "-m", "gpe.cli", "run", "--report", "--profile", PROFILE_DIR,
+     "train.py"])}
+
+
+def background_jobs():
+    return CHILDREN
+
+
+def test_gpe_run_report_and_profile():
+    try:
+        run, = background.result(f"{__name__}.test_gpe_run_report_and_profile",
+                                 CHILDREN["test_gpe_run_report_and_profile"])
+        assert run.returncode == 0, run.stderr[-3000:]
+        section = run.stderr[run.stderr.index("gpe report: where the host's time went"):]
+        total = float(re.search(r"\(([\d.]+) s on the main thread\)", section).group(1))
+        # the per-function totals, and each function's rows, add up
+        heads = re.findall(r"^  (\S.*?): ([\d.]+) s", section, re.M)
+        assert {name for name, _ in heads} >= {"step", "outside gpe functions"}, section
+        assert sum(float(s) for _, s in heads) == pytest.approx(total, abs=0.002 * len(heads))
+        # (a waits' or fences' line ending in ":" sums the lines under it)
+        rows = [float(s) for s in re.findall(r"^      +([\d.]+) s  .*[^:]$", section, re.M)]
+        assert sum(rows) == pytest.approx(total, abs=0.0002 * len(rows) + 0.001), section
+        summed, measured = map(float, re.search(r"the parts add up to ([\d.]+) s of the "
+                                                r"([\d.]+) s the run took", section).groups())
+        assert summed == pytest.approx(measured, rel=0.05), section
+        assert "overlap (gpe.timing, from the first call after a build on): wall" in section
+        assert re.search(r"waiting on the graph for its values.*\n.*needed at train.py:15",
+                         section), section
+        path = re.search(r"gpe: profile written to (\S+\.xplane\.pb);", run.stderr).group(1)
+        names = {e.name for e in events(path)}
+        assert "gpe call step" in names and "gpe slice step" in names, sorted(names)[:50]
+    finally:
+        shutil.rmtree(PROFILE_DIR, ignore_errors=True)
+
+
+def test_gpe_run_help_names_profile():
+    helptext = subprocess.run([sys.executable, "-m", "gpe.cli", "run", "--help"],
+                              capture_output=True, text=True, timeout=120)
+    assert "--profile DIR" in helptext.stdout and "gpe[profile]" in helptext.stdout
