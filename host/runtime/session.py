@@ -34,7 +34,7 @@ from .interrupt import Interruptible
 from .spin import Spin
 from .watchdog import Waiting, Watchdog
 from ...tfprog import asserts
-from ...tfprog.channels import make_queue
+from ...tfprog.channels import HOST_TO_TF_CAPACITY, make_queue
 from ...tfprog.exact import use_exact_arithmetic_on_this_thread
 from ...tfprog.part import Part
 from ...tfprog.sink import RUN, STOP, build_sink
@@ -428,8 +428,11 @@ class Session:
                 return
             if not self.failed:
                 for group in self.groups:
-                    try:
-                        self._stop(group)
+                    current = group.current  # (a full dispatch queue: its sink is stuck,
+                    try:                     # and the stop would wait for it: cancelled)
+                        if current is None or int(gen_data_flow_ops.queue_size_v2(
+                                current.dispatch_ref)) < HOST_TO_TF_CAPACITY:
+                            self._stop(group)
                     except tf.errors.OpError:
                         pass
         deadline = time.monotonic() + CLOSE_TIMEOUT_S
