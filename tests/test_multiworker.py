@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -123,6 +124,13 @@ def test_a_worker_of_several_makes_no_choice_by_time(monkeypatch):
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"]},
                                                 "task": {"type": "worker", "index": 0}}))
     assert not payoff.lockstep()
+    # a strategy given its cluster by a resolver (no TF_CONFIG): from its first step on
+    monkeypatch.setattr(payoff, "_seen", [False])
+    from gpe.host.distribution import replicated
+    strategy = types.SimpleNamespace(extended=types.SimpleNamespace(_num_workers=2))
+    monkeypatch.setattr(replicated, "_original", lambda *args: None)  # (TF's: not called)
+    replicated._call_for_each_replica(strategy, lambda: None)
+    assert payoff.lockstep()
 
 
 def tf_ones():

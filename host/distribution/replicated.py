@@ -37,6 +37,7 @@ from tensorflow.python.distribute import distribute_utils, mirrored_run, mirrore
     one_device_strategy
 from tensorflow.python.eager.context import executing_eagerly
 
+from ..speculation.payoff import seen_workers
 from .replica_step import HostWorkSteps, host_lines
 
 __all__ = ["host_work", "install"]
@@ -102,6 +103,8 @@ def _one_device_call(extended, fn, args, kwargs):
 
 
 def _call_for_each_replica(strategy, fn, args=None, kwargs=None):
+    if getattr(strategy.extended, "_num_workers", 1) > 1:  # (MultiWorkerMirroredStrategy)
+        seen_workers()
     replicated = _replicated(strategy, fn, args, kwargs, per_replica=True)
     if replicated is not None:
         return _run(replicated)

@@ -105,12 +105,16 @@ def enabled() -> bool:
 
 COSTS = BuildCosts()
 _LOCKSTEP: dict[str, bool] = {}  # TF_CONFIG's text -> lockstep()
+_seen = [False]  # a strategy of several workers ran a step (seen_workers)
 
 
 def lockstep() -> bool:
     """Whether this process is one worker of several in lockstep (TF_CONFIG names more
-    than one chief or worker task: MultiWorkerMirroredStrategy's workers, whose steps meet
-    in collective ops). Their choices between eager and sliced must not depend on time."""
+    than one chief or worker task, or a strategy of several workers ran a step:
+    MultiWorkerMirroredStrategy's workers, whose steps meet in collective ops). Their
+    choices between eager and sliced must not depend on time."""
+    if _seen[0]:
+        return True
     text = os.environ.get("TF_CONFIG", "")
     found = _LOCKSTEP.get(text)
     if found is None:
@@ -121,6 +125,12 @@ def lockstep() -> bool:
             tasks = 0
         found = _LOCKSTEP[text] = tasks > 1
     return found
+
+
+def seen_workers() -> None:
+    """A strategy of several workers ran a step (one given its cluster by a resolver, not
+    TF_CONFIG): every worker sees it at the same point of the program; lockstep from then."""
+    _seen[0] = True
 
 
 class Payoff:
