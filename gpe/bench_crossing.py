@@ -108,16 +108,18 @@ def _warm(x, send_only, empty, plus_one, no_entry) -> None:
     float(empty(x))
 
 
-def crossing(calls: int = 2000, repeats: int = 5) -> tuple[list, list]:
-    """(rows: (name, (wall, host CPU) medians in us per operation, note), ratios: (name,
-    the median over repeats of a call's wall time over its floor's in the same repeat))."""
-    x = tf.constant(1.0)
+def _references(x) -> tuple:
+    """Runners of n eager ops, n tf.function calls, n bare enqueues and n dequeues."""
     queue = tf.queue.FIFOQueue(-1, [tf.float32])
     eager_fn = tf.function(_plus_one, autograph=False)
-    send_only, empty, plus_one = (gpe_function(f, adaptive=False)  # measure the sliced path
-                                  for f in (_send_only, _empty, _plus_one))
-    no_entry = gpe_function(_part_number_only, adaptive=False)
-    _warm(x, send_only, empty, plus_one, no_entry)
+
+    def eager(n):
+        for _ in range(n):
+            _plus_one(x)
+
+    def graph(n):
+        for _ in range(n):
+            eager_fn(x)
 
     def enqueue(n):
         for _ in range(n):
@@ -126,6 +128,18 @@ def crossing(calls: int = 2000, repeats: int = 5) -> tuple[list, list]:
     def dequeue(n):
         for _ in range(n):
             gen_data_flow_ops.queue_dequeue_v2(queue.queue_ref, [tf.float32])
+    return eager, graph, enqueue, dequeue
+
+
+def crossing(calls: int = 2000, repeats: int = 5) -> tuple[list, list]:
+    """(rows: (name, (wall, host CPU) medians in us per operation, note), ratios: (name,
+    the median over repeats of a call's wall time over its floor's in the same repeat))."""
+    x = tf.constant(1.0)
+    send_only, empty, plus_one = (gpe_function(f, adaptive=False)  # measure the sliced path
+                                  for f in (_send_only, _empty, _plus_one))
+    no_entry = gpe_function(_part_number_only, adaptive=False)
+    _warm(x, send_only, empty, plus_one, no_entry)
+    eager, graph, enqueue, dequeue = _references(x)
 
     def pipelined(f):
         def run(n):
@@ -137,14 +151,6 @@ def crossing(calls: int = 2000, repeats: int = 5) -> tuple[list, list]:
     def round_trip(n):
         for _ in range(n):
             float(plus_one(x))
-
-    def eager(n):
-        for _ in range(n):
-            _plus_one(x)
-
-    def graph(n):
-        for _ in range(n):
-            eager_fn(x)
 
     floor_send, floor_round_trip, floor_one = _floors(x, send_only, plus_one, no_entry)
     rows = [
