@@ -119,9 +119,15 @@ _FRAME_READERS = frozenset({"currentframe", "_getframe", "f_back", "stack", "get
 def _reads_frames(fn: ast.FunctionDef) -> bool:
     """A function that looks at its caller's frame (d2l's `save_hyperparameters` reads the
     caller's arguments through `inspect.currentframe().f_back`): wrapped, it would see
-    gpe's frame instead, so it is left as it is."""
-    return any(isinstance(n, ast.Attribute) and n.attr in _FRAME_READERS or
-               isinstance(n, ast.Name) and n.id in _FRAME_READERS for n in ast.walk(fn))
+    gpe's frame instead, so it is left as it is. `x.stack` counts only as `inspect.stack`
+    (a step calling `tf.stack` or `np.stack` was left unwrapped, eager for good)."""
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and n.id in _FRAME_READERS:
+            return True
+        if isinstance(n, ast.Attribute) and n.attr in _FRAME_READERS and (
+                n.attr != "stack" or isinstance(n.value, ast.Name) and n.value.id == "inspect"):
+            return True
+    return False
 
 
 def _does_work(method: ast.FunctionDef) -> bool:
