@@ -30,8 +30,9 @@ class Key(enum.Enum):
     ITEM = ("bool on `d['lr']`: an item of a dict argument of Python numbers, read before "
             "anything in the function may change the dict; the TF part reads it from the "
             "entry value (slicer/chains.fixed_items)")
-    SPLICE = ("function on a call of the user's own function the kinds pass could not judge "
-              "all TF work: inside a TF `with` block, the call is spliced (slicer/splice.py)")
+    SPLICE = ("(function, a method?, gpe slices it?) on a call of the user's own function "
+              "the kinds pass could not judge all TF work: the call is spliced "
+              "(slicer/splice.py)")
     ARITY = ("int on a call spreading a tuple into a layer whose `call` takes *args: how "
              "many positional parameters it names (slicer/arity.py)")
     CALLEE = ("bool: a call of a user function whose body is all TF work; the TF part calls "

@@ -52,6 +52,7 @@ def note(inf, node: gast.Call, fn: Any) -> None:
     if why:
         anno.set(node.func, Key.WHY_HOST, f"{fn.__qualname__}: {why}")
     func, bound = node.func, False
+    sliced = gpe_wrapped(inf.value_of(func))  # (outside a tape it runs as gpe slices it)
     if isinstance(func, gast.Attribute):
         # a method of the object (`self.model.training_step`): bound to the chain it is
         # called on; a function an object or module holds (`h.loss_fn`, `d2l.linreg`): not
@@ -60,7 +61,7 @@ def note(inf, node: gast.Call, fn: Any) -> None:
         bound = method and value.__self__ is inf.value_of(func.value)
         if bound and not _held(inf, func.value) or not bound and method:
             return
-    anno.set(node, Key.SPLICE, (fn, bound))
+    anno.set(node, Key.SPLICE, (fn, bound, sliced))
 
 
 def _held(inf, chain: gast.expr) -> bool:
@@ -97,7 +98,8 @@ def sites(fn_node: gast.FunctionDef) -> dict[int, Any]:
             if id(stmt) in own and isinstance(stmt, (gast.Assign, gast.Expr)) and
             isinstance(stmt.value, gast.Call) and anno.has(stmt.value, Key.SPLICE) and (
                 id(stmt) in inside or  # (outside a tape a function gpe slices runs nested)
-                anno.get(stmt.value.func, Key.KIND) != Kind.SLICED_FN)}
+                anno.get(stmt.value.func, Key.KIND) != Kind.SLICED_FN and
+                not anno.get(stmt.value, Key.SPLICE)[2])}
 
 
 def _own(stmts: list[gast.stmt]):
@@ -126,7 +128,7 @@ def splice(fn_node: gast.FunctionDef, where: dict[int, tuple], caller: Any) -> i
                         stmt, (gast.FunctionDef, gast.ClassDef)):
                     setattr(stmt, field, rewrite(getattr(stmt, field)))
             site = wanted.get(id(stmt))
-            body = _spliced(stmt, *site, caller, fn_node) if site is not None else None
+            body = _spliced(stmt, *site[:2], caller, fn_node) if site is not None else None
             if body is None:
                 out.append(stmt)
             else:

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from gpe.run import auto
-from harness import check
+from harness import check, differential
 import programs
 from gpe.host.facts import oracle
 from gpe.host.runtime.opcount import graph_ops
@@ -405,3 +405,47 @@ def test_a_default_changed_at_run_time_is_not_spliced_as_written():
         w = tf.Variable([1.0, -2.0])
         return loss_step, {"w": w}, [(defaulted_loss, w, tf.constant([0.5, 1.5]))] * 4
     check(make, None, graph_calls=0)
+
+
+W_RULE = tf.Variable([1.0, 2.0])
+
+
+S_RULE = tf.Variable([0.0, 0.0])
+
+
+def rule(params, grads, states, hyperparams):
+    """As d2l's adagrad."""
+    for p, s, g in zip(params, states, grads):
+        s[:].assign(s + tf.math.square(g))
+        p[:].assign(p - hyperparams["lr"] * g / tf.math.sqrt(s + 1e-6))
+
+
+def train_with(fn, data):
+    for x, y in data:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(x * W_RULE - y))
+        grads = tape.gradient(loss, [W_RULE])
+        fn([W_RULE], grads, (S_RULE,), {"lr": 0.1})
+
+
+@pytest.mark.timeout(300)
+def test_a_sliced_function_passed_in_is_called_not_spliced():
+    """d2l's `train_ch11(adagrad, ...)` calls `trainer_fn(...)` as a statement, once a batch:
+    `adagrad` is a function gpe slices (`gpe run` wrapped it). Spliced into the caller's
+    profile call (its only call), its updates ran eagerly there and it was never called
+    (d2l_opt_adagrad under `gpe run`: 0 calls of its 120, was 100% sliced)."""
+    made = []
+
+    def program(wrap, log):
+        W_RULE.assign([1.0, 2.0])
+        S_RULE.assign([0.0, 0.0])
+        step = rule
+        if wrap(rule) is not rule:  # under gpe: wrapped as `gpe run` wraps it
+            step = auto(rule)
+            made.append(step)
+        wrap(train_with)(step, tf.data.Dataset.from_tensor_slices(
+            (tf.reshape(tf.range(24.0), (12, 2)) / 24.0, tf.ones((12, 2)))).batch(1))
+        return [W_RULE.read_value()], {"w": W_RULE}
+    differential(program)
+    stats = made[0].stats()
+    assert stats["calls"] == 12 and stats["graph_calls"] >= 8, stats
