@@ -17,57 +17,25 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
-
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import gpe  # noqa: E402
 from gpe.host.diagnostics.profile import HostTime, format_host_time  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_mlp import LR, make_data, make_model  # noqa: E402
+from train_mlp import make_data, make_model, make_step  # noqa: E402
 
 
-def make_step(m, history, read_now: bool):
-    w1, b1, w2, b2, w3, b3 = m["w1"], m["b1"], m["w2"], m["b2"], m["w3"], m["b3"]
+class ReadNow(list):
+    """A history that keeps each loss as a NumPy value: `history.append(loss)` in the step
+    then needs the value at once, and the host waits for the graph at every call."""
 
-    def train_step(x, y):  # as examples/train_mlp.py's
-        with tf.GradientTape() as tape:
-            h1 = tf.nn.relu(tf.matmul(x, w1) + b1)
-            h2 = tf.nn.relu(tf.matmul(h1, w2) + b2)
-            pred = tf.matmul(h2, w3) + b3
-            loss = tf.reduce_mean(tf.square(pred - y))
-        g = tape.gradient(loss, [w1, b1, w2, b2, w3, b3])
-        w1.assign_sub(LR * g[0])
-        b1.assign_sub(LR * g[1])
-        w2.assign_sub(LR * g[2])
-        b2.assign_sub(LR * g[3])
-        w3.assign_sub(LR * g[4])
-        b3.assign_sub(LR * g[5])
-        history.append(loss)  # a Pending: the host runs ahead
-        return loss
-
-    def train_step_numpy(x, y):  # the same, keeping the loss as a NumPy value
-        with tf.GradientTape() as tape:
-            h1 = tf.nn.relu(tf.matmul(x, w1) + b1)
-            h2 = tf.nn.relu(tf.matmul(h1, w2) + b2)
-            pred = tf.matmul(h2, w3) + b3
-            loss = tf.reduce_mean(tf.square(pred - y))
-        g = tape.gradient(loss, [w1, b1, w2, b2, w3, b3])
-        w1.assign_sub(LR * g[0])
-        b1.assign_sub(LR * g[1])
-        w2.assign_sub(LR * g[2])
-        b2.assign_sub(LR * g[3])
-        w3.assign_sub(LR * g[4])
-        b3.assign_sub(LR * g[5])
-        history.append(loss.numpy())  # the host needs the value now: it waits
-        return loss
-
-    return train_step_numpy if read_now else train_step
+    def append(self, loss) -> None:
+        super().append(loss.numpy())
 
 
 def profiled(logdir: str, steps: int, read_now: bool) -> None:
-    data, history = make_data(), []
-    step = gpe.function(make_step(make_model(), history, read_now), adaptive=False)
+    data, history = make_data(), ReadNow() if read_now else []
+    step = gpe.function(make_step(make_model(), history), adaptive=False)
     for i in range(10):  # profile calls and the build, before the profile
         step(*data[i % len(data)])
     float(history[-1])

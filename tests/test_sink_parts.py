@@ -3,8 +3,6 @@ handles are packed into one vector, tfprog/sink.py), a part that captured a plai
 too, and a function dropped while its call is in flight does not fail the sink."""
 from __future__ import annotations
 
-import gc
-
 import numpy as np
 import pytest
 import tensorflow as tf
