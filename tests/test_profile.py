@@ -55,10 +55,23 @@ def helper(x):
     return tf.reduce_max(x) + 1.0
 
 
+LOG = []
+
+
+@gpe.function(profile_calls=1, adaptive=False)
+def pair(x):
+    y = tf.matmul(x, W)
+    parts = [tf.reduce_sum(y), tf.reduce_max(y)]  # PARTS
+    LOG.append(parts)  # a list of tensors the host takes at once, mid-call
+    return parts[0]
+
+
 def profiled_program(logdir: str) -> "gpe.profile":
     x = tf.ones([32, 32])
     for _ in range(5):  # profiled, built and run sliced before the profile
         step(x)
+    for _ in range(3):
+        pair(x)
     W.numpy()  # the graph has finished those calls: no op of theirs in the profile
     with gpe.profile(logdir) as p:
         for _ in range(CALLS):
@@ -67,6 +80,7 @@ def profiled_program(logdir: str) -> "gpe.profile":
         W.numpy()  # FENCE
         other(x)  # built in the profile: sliced, traced, and its graph started at
         other(x)  # its first sliced call
+        pair(x)
     assert value > 0
     return p
 
@@ -93,8 +107,8 @@ def test_profile_holds_gpe_calls_waits_fences_on_the_host_thread(profiled):
     assert {e.line_id for e in gpe_events} == {host_line}, "gpe's events: the host thread's"
     assert all(c.stats == {"kind": "sliced", "variant": 1} for c in calls), calls
     waits = [e for e in gpe_events if e.name.startswith("gpe wait")]
-    assert len(waits) == 1, waits
-    wait, = waits
+    assert len(waits) == 2, waits
+    wait = waits[0]
     assert wait.name == f"gpe wait `tf.reduce_sum(y)` (step:{line_of('SUM')})", wait.name
     assert wait.stats["at"] == f"test_profile.py:{line_of('WAIT')}"
     fences = [e for e in gpe_events if e.name.startswith("gpe fence")]
@@ -104,9 +118,23 @@ def test_profile_holds_gpe_calls_waits_fences_on_the_host_thread(profiled):
     # fence, then other's two calls
     order = [e for e in gpe_events if e.name.startswith(("gpe call", "gpe wait", "gpe fence"))]
     assert [e.name.split(" ")[1] for e in order] == \
-        ["call"] * CALLS + ["wait", "fence", "call", "call"], [e.name for e in order]
-    for before, after in zip(order, order[1:]):
+        ["call"] * CALLS + ["wait", "fence", "call", "call", "call", "wait"], \
+        [e.name for e in order]
+    for before, after in zip(order[:-1], order[1:-1]):
         assert before.end_ps <= after.start_ps, (before, after)
+
+
+def test_profile_holds_a_wait_for_values_taken_at_once_mid_call(profiled):
+    """A list of tensors the host part takes from the graph inside a sliced call (not a
+    Pending: received at once, where the TF part sends it) is a wait event inside the
+    call's."""
+    call, = [e for e in profiled if e.name == "gpe call pair"]
+    assert call.stats == {"kind": "sliced", "variant": 1}, call
+    wait, = [e for e in profiled if e.name.startswith("gpe wait") and "pair" in e.name]
+    assert wait.name == f"gpe wait parts (pair:{line_of('PARTS')})", wait.name
+    assert wait.stats["at"] == f"test_profile.py:{line_of('PARTS')}", wait.stats
+    assert call.start_ps <= wait.start_ps <= wait.end_ps <= call.end_ps
+    assert wait.line_id == call.line_id
 
 
 def test_profile_holds_the_sinks_ops_on_another_thread_in_order(profiled):
@@ -117,7 +145,7 @@ def test_profile_holds_the_sinks_ops_on_another_thread_in_order(profiled):
     sums = _ops(profiled, line_of("SUM"), ":Sum", host_line)
     assert len(matmuls) == len(assigns) == len(sums) == CALLS, \
         sorted({e.name for e in profiled if "_L" in e.name})
-    wait, = [e for e in profiled if e.name.startswith("gpe wait")]
+    wait, = [e for e in profiled if e.name.startswith("gpe wait") and "(step:" in e.name]
     fence, = [e for e in profiled if e.name.startswith("gpe fence")]
     for call, matmul in zip(calls, matmuls):  # each call sent before the graph ran it
         assert call.start_ps <= matmul.start_ps

@@ -1,24 +1,34 @@
-"""A gpe function's calls as a profile's events and `gpe run --report`'s account.
+"""A gpe function's calls, and values its host part takes at once, as a profile's events
+and `gpe run --report`'s account.
 
 While host/runtime/trace.py's TRACER is on (a `gpe.profile`, `gpe run --report`),
-`SlicedFunction.__call__` is `_traced_call` here, which runs the call inside its event;
-when TRACER goes off it is SlicedFunction's own again. So a call pays nothing for this
-when nothing records it, not even an attribute check.
+`SlicedFunction.__call__` is `_traced_call` here, which runs the call inside its event,
+and `HostChannel.recv_now` (a Python number or a structure of tensors the host takes
+from the graph mid-call) is `_traced_recv_now`, a wait event; when TRACER goes off they
+are their classes' own again. So neither pays anything for this when nothing records,
+not even an attribute check.
 """
 from __future__ import annotations
 
+from ..runtime.channel import HostChannel
 from ..runtime.trace import TRACER
 from .function import AGAIN, SlicedFunction
 
 _call = SlicedFunction.__call__
+_recv_now = HostChannel.recv_now
 
 
 def _traced_call(self, *args, **kwargs):
     return TRACER.call(self, args, kwargs, AGAIN)
 
 
+def _traced_recv_now(self):
+    return TRACER.receive(self, _recv_now)
+
+
 def _switch(on: bool) -> None:
     SlicedFunction.__call__ = _traced_call if on else _call
+    HostChannel.recv_now = _traced_recv_now if on else _recv_now
 
 
 TRACER.switches.append(_switch)

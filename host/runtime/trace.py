@@ -9,7 +9,8 @@ user's terms:
   a call that built a variant), `variant` (the sliced call's, numbered as the report
   numbers them) and, for an eager call, `why`;
 - `gpe wait VALUE (f:LINE)`: the host waits for a value the graph computes (a Pending
-  resolved: `.numpy()`, `float()`, printing, a host `if`), with `at`, the user's line
+  resolved: `.numpy()`, `float()`, printing, a host `if`; or values the host takes at
+  once mid-call: a Python number, a list or dict of tensors), with `at`, the user's line
   that needed it;
 - `gpe fence FILE:LINE`: eager code outside sliced calls touches TF state (a variable
   read or write, a `tf.function` given a variable) and first waits for the calls sent;
@@ -22,7 +23,8 @@ thread's time is charged to the innermost of these that was open, so the parts a
 the run's time (host/diagnostics/profile.py prints them).
 
 Off (no profile, no report), a wait's and a fence's hook cost one attribute check
-(`TRACER.on`); a call's, nothing (host/call/traced.py swaps SlicedFunction.__call__).
+(`TRACER.on`); a call's and a value taken at once, nothing (host/call/traced.py swaps
+SlicedFunction.__call__ and HostChannel.recv_now).
 """
 from __future__ import annotations
 
@@ -155,14 +157,23 @@ class Tracer:
     def wait(self, pending) -> None:
         """Resolve `pending` (Pending.resolve), as an event: which value, where needed."""
         channel = pending._channel
+        self._wait(channel, channel.resolve, pending)
+
+    def receive(self, channel, recv_now) -> list:
+        """`recv_now(channel)`: values the host takes at once mid-call (a Python number
+        the TF part computed, a list or dict of its tensors), as a wait event
+        (HostChannel.recv_now while on: host/call/traced.py)."""
+        return self._wait(channel, recv_now, channel)
+
+    def _wait(self, channel, wait, argument):
         name, fn = self._channel(channel)
-        at = self.user_line(2)
+        at = self.user_line(3)
         ledger = self._ledger()
         event = _TraceMe(name) if self.events else None
         if ledger is not None:
             ledger.push(fn)
         try:
-            channel.resolve(pending)
+            return wait(argument)
         finally:
             if ledger is not None:
                 ledger.pop((fn, "wait", name.removeprefix("gpe wait "), at))
