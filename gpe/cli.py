@@ -59,12 +59,17 @@ def _run(args) -> int:
     if args.script is None:
         args.parser.error("the following arguments are required: SCRIPT")
     _file(args.script)
+    if args.profile is None and (args.profile_calls is not None or args.profile_skip):
+        raise Usage("--profile-calls and --profile-skip go with --profile DIR")
+    if args.profile_calls is not None and args.profile_calls < 1 or args.profile_skip < 0:
+        raise Usage("--profile-calls must be at least 1 and --profile-skip at least 0")
     status = 0
     observed = None
     try:
         if args.report or args.profile:  # the host's time, a TensorBoard profile
             from .observe import Observed
-            observed = Observed(args.report, args.profile)
+            observed = Observed(args.report, args.profile, args.profile_calls,
+                                args.profile_skip)
             with observed.running():
                 run_script(args.script, args.args)
         else:
@@ -229,7 +234,8 @@ def main(argv=None) -> int:
     explain.set_defaults(run=_explain)
     run = commands.add_parser(
         "run", help="run a script with every function in it sliced",
-        usage="gpe run [-h] [--report] [--profile DIR] SCRIPT [ARGS ...]",
+        usage="gpe run [-h] [--report] [--profile DIR [--profile-calls N] "
+              "[--profile-skip K]] SCRIPT [ARGS ...]",
         description="Run SCRIPT as __main__, with every top-level function and method in it, "
                     "and in the modules it imports from its own directory, handled as if "
                     "decorated with @gpe.function. Functions without TF work stay plain "
@@ -242,6 +248,13 @@ def main(argv=None) -> int:
                      help="write a TensorBoard profile of the run to DIR: TensorFlow's ops "
                           "and gpe's calls, waits, fences and builds on one timeline (view: "
                           "pip install 'gpe[profile]'; tensorboard --logdir DIR)")
+    run.add_argument("--profile-calls", metavar="N", type=int,
+                     help="profile a window of N calls of gpe functions (the first after "
+                          "--profile-skip), not the whole run: a profile costs per call "
+                          "recorded, and the rest runs at full speed")
+    run.add_argument("--profile-skip", metavar="K", type=int, default=0,
+                     help="with --profile-calls: the calls before the window opens "
+                          "(default 0)")
     run.add_argument("script", metavar="SCRIPT", nargs="?",  # checked in _run: ARGS is
                      help="the Python script to run")  # optional, SCRIPT is not
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",

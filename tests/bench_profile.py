@@ -1,28 +1,35 @@
 """What a profile costs: a 1,000-call run with and without `gpe.profile` (issue 31).
 
-    python tests/bench_profile.py [--calls 1000] [--repeats 7] [--whole 0]
+    python tests/bench_profile.py [--calls 1000] [--repeats 7] [--windows 20,50]
+                                  [--skip 100] [--whole 0]
 
 The run is examples/train_mlp.py's step (an MLP's forward and backward pass and six
 variable updates, the loss kept in a host list), sliced and already built, called
 --calls times, then the last loss read (the wait for the graph to finish is in the time).
-Each round runs it four ways in one process, in turn, so that a busy machine loads them
+Each round runs it these ways in one process, in turn, so that a busy machine loads them
 alike:
 
-- off: no profile (gpe's hooks off: one attribute check each);
+- off: no profile (gpe's hooks off);
 - report: `gpe run --report`'s accounting of the host's time (host/diagnostics/profile.py
   HostTime, without its overlap timing);
 - tf profiler: TensorFlow's profiler alone around the run (its own op events; gpe's hooks
   off);
-- gpe.profile: `with gpe.profile(DIR):` around the run (TensorFlow's events and gpe's).
+- gpe.profile: `with gpe.profile(DIR):` around the run (TensorFlow's events and gpe's);
+- gpe.profile calls=N: `with gpe.profile(DIR, calls=N, skip=--skip):` around the run, a
+  window of N calls recorded (one way per N of --windows).
 
-Prints the median seconds of each and its ratio to off, for the calls alone and for the
-calls with the profiler's start and stop (stopping collects and writes the profile).
---whole N also times N pairs of whole processes, `gpe run SCRIPT` against `gpe run
---profile DIR SCRIPT`, of a script making the same 1,000 calls (interpreter start, imports
-and the build included). Not a test: the numbers depend on the machine.
+Prints the median seconds of each and its ratio to off: the calls alone (a window's
+profile may still be being written then), the whole block with the profiler's start and
+stop (stopping collects and writes the profile: its cost grows with the events recorded),
+and the process's CPU seconds. --whole N also times N rounds of whole processes, `gpe run
+SCRIPT` against `gpe run --profile DIR SCRIPT` and `gpe run --profile DIR --profile-calls
+N --profile-skip K SCRIPT` (the first of --windows), of a script making the same 1,000
+calls (interpreter start, imports and the build included). Not a test: the numbers depend on
+the machine.
 """
 from __future__ import annotations
 
+import contextlib
 import argparse
 import os
 import shutil
@@ -43,7 +50,7 @@ import gpe  # noqa: E402
 import train_mlp  # noqa: E402
 from gpe.host.diagnostics.profile import HostTime  # noqa: E402
 
-WAYS = ("off", "report", "tf profiler", "gpe.profile")
+BASE_WAYS = ("off", "report", "tf profiler", "gpe.profile")
 
 SCRIPT = """
 import sys
@@ -77,49 +84,60 @@ def run_calls(step, data, calls: int) -> None:
     float(loss)
 
 
-def one_way(way: str, step, data, calls: int, logdir: str) -> tuple[float, float, float]:
-    """(seconds of the calls, seconds with the profiler's start and stop, the process's
+@contextlib.contextmanager
+def tf_profiler(logdir: str):
+    tf.profiler.experimental.start(logdir)
+    try:
+        yield
+    finally:
+        tf.profiler.experimental.stop()
+
+
+def way(name: str, logdir: str, skip: int):
+    """The context the run is made in, one way."""
+    if name == "off":
+        return contextlib.nullcontext()
+    if name == "report":
+        return HostTime(overlap=False)
+    if name == "tf profiler":
+        return tf_profiler(logdir)
+    if name == "gpe.profile":
+        return gpe.profile(logdir)
+    return gpe.profile(logdir, calls=int(name.rpartition("=")[2]), skip=skip)
+
+
+def one_way(name: str, step, data, calls: int, logdir: str,
+            skip: int) -> tuple[float, float, float]:
+    """(seconds of the calls, seconds with the profile's start and stop, the process's
     CPU seconds of those: every thread's, the graph's and the profiler's included)."""
     started, cpu = time.perf_counter(), time.process_time()
-    if way == "off":
+    with way(name, logdir, skip):
         begun = time.perf_counter()
         run_calls(step, data, calls)
         ran = time.perf_counter() - begun
-    elif way == "report":
-        with HostTime(overlap=False):
-            begun = time.perf_counter()
-            run_calls(step, data, calls)
-            ran = time.perf_counter() - begun
-    elif way == "tf profiler":
-        tf.profiler.experimental.start(logdir)
-        begun = time.perf_counter()
-        run_calls(step, data, calls)
-        ran = time.perf_counter() - begun
-        tf.profiler.experimental.stop()
-    else:
-        with gpe.profile(logdir):
-            begun = time.perf_counter()
-            run_calls(step, data, calls)
-            ran = time.perf_counter() - begun
     return ran, time.perf_counter() - started, time.process_time() - cpu
 
 
-def whole(pairs: int, calls: int) -> dict[str, list[float]]:
-    """Whole `gpe run` processes, without and with --profile, in turn."""
+def whole(pairs: int, calls: int, window: int | None, skip: int) -> dict[str, list[float]]:
+    """Whole `gpe run` processes, without and with --profile (and a window), in turn."""
     folder = tempfile.mkdtemp(prefix="gpe-bench-profile-")
     script = os.path.join(folder, "run.py")
     with open(script, "w") as f:
         f.write(SCRIPT.format(examples=os.path.join(ROOT, "examples"), calls=calls))
-    times: dict[str, list[float]] = {"gpe run": [], "gpe run --profile": []}
+    profile = ["--profile", os.path.join(folder, "p")]
+    ways = {"gpe run": [], "gpe run --profile": profile}
+    if window:
+        ways[f"... --profile-calls {window}"] = profile + [
+            "--profile-calls", str(window), "--profile-skip", str(skip)]
+    times: dict[str, list[float]] = {name: [] for name in ways}
     try:
         for _ in range(pairs):
-            for way, extra in (("gpe run", []), ("gpe run --profile",
-                                                 ["--profile", os.path.join(folder, "p")])):
+            for name, extra in ways.items():
                 started = time.perf_counter()
                 subprocess.run([sys.executable, "-m", "gpe.cli", "run", *extra, script],
                                check=True, capture_output=True, cwd=folder,
                                env={**os.environ, "GPE_PAYOFF": "0", "PYTHONPATH": ROOT})
-                times[way].append(time.perf_counter() - started)
+                times[name].append(time.perf_counter() - started)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return times
@@ -129,47 +147,62 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--windows", default="20,50",
+                        help="the window sizes N of the `gpe.profile(calls=N)` ways")
+    parser.add_argument("--skip", type=int, default=100,
+                        help="the calls before a window opens (skip=)")
+    parser.add_argument("--ways", default=",".join(BASE_WAYS),
+                        help="which of the other ways to run")
     parser.add_argument("--whole", type=int, default=0, metavar="N",
-                        help="also time N pairs of whole `gpe run` processes")
+                        help="also time N rounds of whole `gpe run` processes")
     parser.add_argument("--verbose", action="store_true", help="print every round's time")
     args = parser.parse_args(argv)
+    ways = ["off"] + [w for w in args.ways.split(",") if w and w != "off"] + \
+        [f"gpe.profile calls={n}" for n in args.windows.split(",") if n]
     data = train_mlp.make_data()
     history: list = []
     step = gpe.function(train_mlp.make_step(train_mlp.make_model(), history), adaptive=False)
     run_calls(step, data, 60)  # profiled, built, its graph started
     logdir = tempfile.mkdtemp(prefix="gpe-bench-profile-")
-    times = {way: ([], [], []) for way in WAYS}
+    times = {name: ([], [], []) for name in ways}
     try:
-        one_way("gpe.profile", step, data, 20, logdir)  # the profiler's own first start
+        one_way("gpe.profile", step, data, 20, logdir, 0)  # the profiler's own first start
         for _ in range(args.repeats):
-            for way in WAYS:
+            for name in ways:
                 history.clear()
-                for kept, value in zip(times[way], one_way(way, step, data, args.calls,
-                                                           logdir)):
+                for kept, value in zip(times[name], one_way(name, step, data, args.calls,
+                                                            logdir, args.skip)):
                     kept.append(value)
     finally:
         shutil.rmtree(logdir, ignore_errors=True)
     if args.verbose:
-        for way in WAYS:
-            print(f"  {way:<12} calls s: " + " ".join(f"{t:.4f}" for t in times[way][0]))
-    off = [statistics.median(t) for t in times["off"]]
-    print(f"{args.calls} sliced calls of examples/train_mlp.py's step, median of "
-          f"{args.repeats} rounds (the ways in turn in each round):")
-    print(f"  {'way':<12} {'calls s':>9} {'x off':>7} {'with start/stop s':>18} {'x off':>7}"
-          f" {'CPU s':>8} {'x off':>7}")
-    for way in WAYS:
-        row = [statistics.median(t) for t in times[way]]
-        print(f"  {way:<12} {row[0]:9.4f} {row[0] / off[0]:7.3f} {row[1]:18.4f} "
-              f"{row[1] / off[1]:7.3f} {row[2]:8.4f} {row[2] / off[2]:7.3f}")
+        for name in ways:
+            print(f"  {name:<20} calls s: " + " ".join(f"{t:.4f}" for t in times[name][0]))
+            print(f"  {'':<20} with s:  " + " ".join(f"{t:.4f}" for t in times[name][1]))
+    report(times, args)
     if args.whole:
-        runs = whole(args.whole, args.calls)
+        windows = [int(n) for n in args.windows.split(",") if n]
+        runs = whole(args.whole, args.calls, windows[0] if windows else None, args.skip)
         base = statistics.median(runs["gpe run"])
-        print(f"whole processes, median of {args.whole} pairs (interpreter start, imports, "
+        print(f"whole processes, median of {args.whole} rounds (interpreter start, imports, "
               f"build and {args.calls} calls):")
-        for way, seconds in runs.items():
-            print(f"  {way:<20} {statistics.median(seconds):7.2f} s "
+        for name, seconds in runs.items():
+            print(f"  {name:<20} {statistics.median(seconds):7.2f} s "
                   f"{statistics.median(seconds) / base:7.3f}")
     return 0
+
+
+def report(times: dict, args) -> None:
+    off = [statistics.median(t) for t in times["off"]]
+    print(f"{args.calls} sliced calls of examples/train_mlp.py's step, median of "
+          f"{args.repeats} rounds (the ways in turn in each round; windows after "
+          f"{args.skip} calls); load average {os.getloadavg()[0]:.1f}:")
+    print(f"  {'way':<20} {'calls s':>9} {'x off':>7} {'with start/stop s':>18} "
+          f"{'x off':>7} {'CPU s':>8} {'x off':>7}")
+    for name, kept in times.items():
+        row = [statistics.median(t) for t in kept]
+        print(f"  {name:<20} {row[0]:9.4f} {row[0] / off[0]:7.3f} {row[1]:18.4f} "
+              f"{row[1] / off[1]:7.3f} {row[2]:8.4f} {row[2] / off[2]:7.3f}")
 
 
 if __name__ == "__main__":

@@ -178,6 +178,51 @@ def test_the_hooks_are_off_outside_a_profile(profiled):
     assert SlicedFunction.__call__ is traced._call
 
 
+def test_a_profile_of_a_window_of_calls(tmp_path):
+    """gpe.profile(DIR, calls=N, skip=K) records the N calls after K: their events and
+    the graph's ops for them, then the hooks go off for the rest of the block."""
+    x = tf.ones([32, 32])
+    step(x)  # (built by the module's profile: sliced from the first call)
+    W.numpy()
+    with gpe.profile(str(tmp_path), calls=3, skip=2) as p:
+        for i in range(8):
+            loss = step(x)
+            if i == 5:  # the window closed after the 5th call
+                after = (TRACER.on, SlicedFunction.__call__ is traced._call)
+        float(loss)
+    assert after == (False, True)
+    assert p.recorded == 3 and p.path is not None
+    found = events(p.path)
+    calls = [e for e in found if e.name == "gpe call step"]
+    assert len(calls) == 3 and all(c.stats == {"kind": "sliced", "variant": 1} for c in calls)
+    end, = [e for e in found if e.name.startswith("gpe end of the profile's window")]
+    assert end.start_ps >= calls[-1].end_ps and end.line_id == calls[0].line_id
+    matmuls = _ops(found, line_of("MATMUL"), "MatMul", calls[0].line_id)
+    # the window's calls' ops, each after its call began, ran before the window ended
+    # (the calls after the window are not recorded by gpe; TensorFlow's profiler stops
+    # as its writer starts, so a later call's op may be in the file)
+    window_ops = [m for m in matmuls if m.start_ps <= end.end_ps]
+    assert len(window_ops) == 3, matmuls
+    assert all(c.start_ps <= m.start_ps for c, m in zip(calls, window_ops))
+    assert not [e for e in found if e.name.startswith("gpe") and e.start_ps > end.end_ps]
+
+
+def test_gpe_run_profile_calls_window(tmp_path):
+    """`gpe run --profile DIR --profile-calls N --profile-skip K` (gpe/observe.py)."""
+    from gpe.cli import main
+    from gpe.observe import Observed
+    observed = Observed(False, str(tmp_path), 2, 1)
+    x = tf.ones([32, 32])
+    with observed.running():
+        for _ in range(4):
+            step(x)
+    assert observed.profile.recorded == 2
+    assert "gpe: profile (a window of 2 calls after 1) written to" in observed.told()
+    assert len([e for e in events(observed.profile.path) if e.name == "gpe call step"]) == 2
+    assert main(["run", "--profile-calls", "3", HERE]) == 2  # (without --profile)
+    assert main(["run", "--profile", str(tmp_path), "--profile-calls", "0", HERE]) == 2
+
+
 def test_host_time_parts_add_up_to_the_time_measured():
     x = tf.ones([32, 32])
     started = time.perf_counter()

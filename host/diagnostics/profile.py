@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import glob
 import os
+import threading
 from dataclasses import dataclass
 
 import tensorflow as tf
@@ -36,37 +37,141 @@ class profile:
     plugin: `pip install 'gpe[profile]'`, `tensorboard --logdir DIR`, Profile tab, trace
     viewer.
 
-    At the end of the block the host waits for the graph to finish the calls sent (an
-    event of its own), so their ops are in the profile. One TensorFlow profile records
-    at a time: starting one while another runs raises TensorFlow's error."""
+    `calls=N` records a window of the block instead: from the start of its first call of
+    a gpe function after `skip` of them, until N calls have ended (a call made inside
+    another's counts too); the rest of the block runs as fast as without a profile, and
+    the profile is written while the program goes on (joined at the block's end). A
+    profile's cost grows with the calls it records (docs/profiling.md).
 
-    def __init__(self, logdir: str, host_tracer_level: int = 2):
+    At the end of the block (or window) the host waits for the graph to finish the calls
+    sent (an event of its own), so their ops are in the profile. One TensorFlow profile
+    records at a time: starting one while another runs raises TensorFlow's error."""
+
+    def __init__(self, logdir: str, host_tracer_level: int = 2, calls: int | None = None,
+                 skip: int = 0):
+        if calls is not None and calls < 1 or skip < 0:
+            raise ValueError(f"a profile's window needs calls >= 1 and skip >= 0, got "
+                             f"calls={calls}, skip={skip}")
         self.logdir = os.fspath(logdir)
         self.options = tf.profiler.experimental.ProfilerOptions(
             host_tracer_level=host_tracer_level, python_tracer_level=0,
             device_tracer_level=1)
+        self.calls, self.skip = calls, skip
         self.path: str | None = None
+        self.recorded: int | None = None  # the window's calls (None: the whole block)
         self._before: set[str] = set()
+        self._window: Window | None = None
+        self._recording = False
 
     def __enter__(self) -> "profile":
         self._before = set(_written(self.logdir))
-        tf.profiler.experimental.start(self.logdir, options=self.options)
-        TRACER.start_events()
+        self.recorded = None if self.calls is None else 0
+        if self.calls is None:
+            self._start()
+        else:
+            self._window = Window(self)
+            TRACER.start_window(self._window)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def _start(self) -> None:
+        tf.profiler.experimental.start(self.logdir, options=self.options)
+        self._recording = True
+        TRACER.start_events()
+
+    def _end(self, why: str) -> None:
+        """The host waits for the graph to finish the calls sent; events stop."""
         try:
             current = _session._session  # (none made for it: no sliced call, no wait)
             if current is not None and current.sent > current.acknowledged \
                     and not current.failed and current.fence_target():
-                with TRACER.span("gpe end of the profile: the graph finishes the calls "
-                                 "sent", (None, "fence", "the end of the profile")):
+                with TRACER.span(f"gpe end of the {why}: the graph finishes the calls "
+                                 "sent", (None, "fence", f"the end of the {why}")):
                     current.fence()
         finally:
             TRACER.stop_events()
+
+    def __exit__(self, *exc) -> None:
+        window, self._window = self._window, None
+        try:
+            if window is not None:
+                TRACER.stop_window(window)
+                window.finish()  # (closes it if it is open; joins its writer)
+            elif self._recording:
+                try:
+                    self._end("profile")
+                finally:
+                    self._recording = False
+                    tf.profiler.experimental.stop()
+        finally:
+            new = [p for p in _written(self.logdir) if p not in self._before]
+            self.path = max(new, key=os.path.getmtime) if new else None
+
+
+class Window:
+    """A profile of a window of the block's calls (profile(calls=N, skip=K)): told of
+    each call's begin and end on the thread that entered the block (trace.Tracer.call),
+    it starts TensorFlow's profiler and gpe's events at the (K+1)-th call's begin and,
+    when N calls have ended since, waits for the graph to finish the calls sent, stops
+    gpe's events and has TensorFlow's profiler stopped and written by a thread of its own
+    (it releases the GIL while it collects and writes: the host goes on)."""
+
+    def __init__(self, owner: profile):
+        self.profile = owner
+        self.owner = threading.get_ident()
+        self.begins = self.ends = 0
+        self.open = self.closed = False
+        self.writer: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    def begun(self) -> None:
+        self.begins += 1
+        if not self.open and not self.closed and self.begins > self.profile.skip:
+            self.open = True
+            self.profile._start()
+
+    def ended(self) -> None:
+        if self.open:
+            self.ends += 1
+            if self.ends >= self.profile.calls:
+                self.close(background=True)
+
+    def close(self, background: bool) -> None:
+        self.open, self.closed = False, True
+        self.profile.recorded = self.ends
+        try:
+            self.profile._end("profile's window")
+        finally:
+            TRACER.stop_window(self)  # (the hooks go off where nothing else records)
+            if background:
+                self._write_in_background()
+            else:
+                self._write()
+
+    def _write(self) -> None:
+        try:
             tf.profiler.experimental.stop()
-        new = [p for p in _written(self.logdir) if p not in self._before]
-        self.path = max(new, key=os.path.getmtime) if new else None
+        except BaseException as exc:  # noqa: BLE001 (raised by finish, on the host)
+            self.error = exc
+
+    def _write_in_background(self) -> None:
+        started = threading.Event()
+
+        def write():
+            started.set()  # the host waits for this: the profiler stops right after
+            self._write()
+        self.writer = threading.Thread(target=write, name="gpe profile writer", daemon=True)
+        self.writer.start()
+        started.wait()
+
+    def finish(self) -> None:
+        """At the block's end: close the window if it is open, wait for its profile to be
+        written."""
+        if self.open:
+            self.close(background=False)
+        if self.writer is not None:
+            self.writer.join()
+        if self.error is not None:
+            raise self.error
 
 
 def _written(logdir: str) -> list[str]:

@@ -75,6 +75,9 @@ class Tracer:
         self.on = False       # the one attribute the hooks check
         self.events = 0       # profiles recording now: emit TraceMe events
         self.ledger: Ledger | None = None  # the host-time accounting (--report)
+        # a profile of a window of calls (profile.Window): told of each call's begin and
+        # end on its thread; it starts and stops the profile's events
+        self.window = None
         self._names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._channels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._internal: dict[str, bool] = {}
@@ -102,8 +105,17 @@ class Tracer:
         self.ledger = None
         self._switched()
 
+    def start_window(self, window) -> None:
+        self.window = window
+        self._switched()
+
+    def stop_window(self, window) -> None:
+        if self.window is window:
+            self.window = None
+        self._switched()
+
     def _switched(self) -> None:
-        on = bool(self.events) or self.ledger is not None
+        on = bool(self.events) or self.ledger is not None or self.window is not None
         if on != self.on:
             self.on = on
             for switch in self.switches:
@@ -117,9 +129,21 @@ class Tracer:
     def call(self, fn, args, kwargs, again):
         """`fn(*args, **kwargs)` as SlicedFunction.__call__ runs it (counted, then its
         phases until one answers other than `again`), inside an event."""
+        if fn.plain and fn.auto and not fn.stats_.fallbacks:  # plain Python (`gpe run`'s
+            return _run(fn, args, kwargs, again)              # functions with no TF work)
+        window = self.window
+        if window is None or window.owner != _get_ident():
+            return self._call(fn, args, kwargs, again)
+        window.begun()  # (may start the profile: before this call's event)
+        try:
+            if self.events or self.ledger is not None:
+                return self._call(fn, args, kwargs, again)
+            return _run(fn, args, kwargs, again)  # counted only: the window not open yet
+        finally:
+            window.ended()  # (may stop the profile: after this call's event)
+
+    def _call(self, fn, args, kwargs, again):
         stats = fn.stats_
-        if fn.plain and fn.auto and not stats.fallbacks:  # plain Python (`gpe run`'s
-            return _run(fn, args, kwargs, again)          # functions with no TF work)
         before, fallbacks = _COUNTS(stats), dict(stats.fallbacks)
         ledger = self._ledger()
         event = _TraceMe(self._call_name(fn)) if self.events else None
