@@ -207,6 +207,26 @@ def test_a_profile_of_a_window_of_calls(tmp_path):
     assert not [e for e in found if e.name.startswith("gpe") and e.start_ps > end.end_ps]
 
 
+def test_a_window_that_cannot_start_is_told_at_the_blocks_end(tmp_path):
+    """Another TensorFlow profile recording when the window would open: the calls run as
+    without a profile, and TensorFlow's error is raised at the block's end, not by a
+    call; one recording at the block's start: raised there."""
+    x = tf.ones([32, 32])
+    with pytest.raises(tf.errors.AlreadyExistsError):
+        with gpe.profile(str(tmp_path / "window"), calls=2):
+            tf.profiler.experimental.start(str(tmp_path / "other"))
+            try:
+                values = [float(step(x)) for _ in range(3)]
+                hooks = (TRACER.on, TRACER.window)
+            finally:
+                tf.profiler.experimental.stop(save=False)
+    assert len(values) == 3 and hooks == (False, None)
+    with gpe.profile(str(tmp_path / "whole")):
+        with pytest.raises(tf.errors.AlreadyExistsError):
+            gpe.profile(str(tmp_path / "window"), calls=2).__enter__()
+        assert TRACER.window is None
+
+
 def test_gpe_run_profile_calls_window(tmp_path):
     """`gpe run --profile DIR --profile-calls N --profile-skip K` (gpe/observe.py)."""
     from gpe.cli import main

@@ -21,6 +21,7 @@ import threading
 from dataclasses import dataclass
 
 import tensorflow as tf
+from tensorflow.python.profiler import profiler_v2 as _profiler_v2
 
 from ..runtime import session as _session
 from ..runtime.trace import TRACER, Ledger
@@ -69,6 +70,8 @@ class profile:
         if self.calls is None:
             self._start()
         else:
+            if _profiler_v2._profiler is not None:  # (TensorFlow's own check, at the start)
+                raise tf.errors.AlreadyExistsError(None, None, "Another profiler is running.")
             self._window = Window(self)
             TRACER.start_window(self._window)
         return self
@@ -126,8 +129,13 @@ class Window:
     def begun(self) -> None:
         self.begins += 1
         if not self.open and not self.closed and self.begins > self.profile.skip:
-            self.open = True
-            self.profile._start()
+            try:
+                self.profile._start()
+            except Exception as exc:  # noqa: BLE001 (another profile started since: told
+                self.error, self.closed = exc, True  # at the block's end, not in a call)
+                TRACER.stop_window(self)
+            else:
+                self.open = True
 
     def ended(self) -> None:
         if self.open:
