@@ -198,13 +198,14 @@ def test_a_profile_of_a_window_of_calls(tmp_path):
     end, = [e for e in found if e.name.startswith("gpe end of the profile's window")]
     assert end.start_ps >= calls[-1].end_ps and end.line_id == calls[0].line_id
     matmuls = _ops(found, line_of("MATMUL"), "MatMul", calls[0].line_id)
-    # the window's calls' ops, each after its call began, ran before the window ended
-    # (the calls after the window are not recorded by gpe; TensorFlow's profiler stops
-    # as its writer starts, so a later call's op may be in the file)
+    # the window's calls' ops, each after its call began, ran before the window ended;
+    # the two calls before it may have run in the graph meanwhile (the host runs ahead);
+    # the calls after it are not recorded by gpe (TensorFlow's profiler stops as its
+    # writer starts, so a later call's op may be in the file)
     window_ops = [m for m in matmuls if m.start_ps <= end.end_ps]
-    assert len(window_ops) == 3, matmuls
-    assert all(c.start_ps <= m.start_ps for c, m in zip(calls, window_ops))
-    assert not [e for e in found if e.name.startswith("gpe") and e.start_ps > end.end_ps]
+    assert 3 <= len(window_ops) <= 5, matmuls
+    assert all(c.start_ps <= m.start_ps for c, m in zip(calls, window_ops[-3:]))
+    assert not [e for e in found if e.name.startswith("gpe ") and e.start_ps > end.end_ps]
 
 
 def test_a_window_that_cannot_start_is_told_at_the_blocks_end(tmp_path):
@@ -261,6 +262,8 @@ def test_host_time_parts_add_up_to_the_time_measured():
     assert summed == pytest.approx(measured, rel=0.05)
     assert parts[(None, "host code", "")][0] >= 0.05
     assert parts[("step", "call", "sliced")][1] == 20
+    assert parts[("step", "send", "")][1] >= 20  # its calls sent (the time they waited
+    # while the graph was 64 calls behind is sending, not the call's host code)
     helper_name = "helper"
     assert parts[(helper_name, "call", "profile")][1] >= 2
     for what in ("slice", "trace", "instantiate"):

@@ -315,7 +315,9 @@ _KINDS = (("call", "sliced", "host code of its sliced calls"),
           ("call", "build", "calls that built a variant (eager, observed)"),
           ("build", "slice", "building: slicing"),
           ("build", "trace", "building: tracing its TF part, loading its host program"),
-          ("build", "instantiate", "building: starting the graph that runs it"))
+          ("build", "instantiate", "building: starting the graph that runs it"),
+          ("send", "", "sending calls and values to the graph (a send waits while the "
+                       "graph is 64 calls behind)"))
 
 
 def format_host_time(host: HostTime, measured_s: float | None = None) -> str:

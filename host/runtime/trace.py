@@ -22,9 +22,12 @@ user's terms:
 thread's time is charged to the innermost of these that was open, so the parts add up to
 the run's time (host/diagnostics/profile.py prints them).
 
+`--report` also charges the host's sends (enqueues of calls and values, which wait while
+the graph is 64 calls behind) to the function of the call making them.
+
 Off (no profile, no report), a wait's and a fence's hook cost one attribute check
-(`TRACER.on`); a call's and a value taken at once, nothing (host/call/traced.py swaps
-SlicedFunction.__call__ and HostChannel.recv_now).
+(`TRACER.on`); a call's, a value taken at once and a send, nothing (host/call/traced.py
+swaps SlicedFunction.__call__, HostChannel.recv_now and Interruptible.enqueue).
 """
 from __future__ import annotations
 
@@ -219,6 +222,21 @@ class Tracer:
                 known = (f"gpe wait {what} ({qualname}:{lineno})", qualname)
             self._channels[channel] = known
         return known
+
+    # sends --------------------------------------------------------------------------
+    def send(self, enqueue, handle, components) -> None:
+        """`enqueue(handle, components)`: the host sends a call or values to the graph
+        (Interruptible.enqueue while on: host/call/traced.py), which waits while the
+        graph is a queue's capacity (64 calls) behind. Inside a call, --report charges
+        its time to the call's function as sending, not as the call's host code."""
+        ledger = self._ledger()
+        if ledger is None or not ledger.stack:
+            return enqueue(handle, components)
+        ledger.push()
+        try:
+            return enqueue(handle, components)
+        finally:
+            ledger.pop((ledger.enclosing(), "send", ""))
 
     # fences -------------------------------------------------------------------------
     def fence(self, session, target: int) -> None:
