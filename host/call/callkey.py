@@ -39,6 +39,7 @@ class CallKeys:
             p.kind == p.POSITIONAL_OR_KEYWORD for p in params) else ()
         self._guards: tuple[str, ...] = ()  # captured names and paths (union over variants)
         self._split: tuple[list[str], ...] = ()  # the same, split at their dots
+        self._paths: tuple = ()  # the same, with their parameter's position (of_call)
         self.last: tuple | None = None     # the key of the variant built last
         # callees' branches on numbers sent from paths (slicer/speculated.py): (path,
         # parameter, test source), and per test (its path split, the compiled test)
@@ -58,6 +59,10 @@ class CallKeys:
     def guards(self, guards: tuple[str, ...]) -> None:
         self._guards = tuple(guards)
         self._split = tuple(g.split(".") for g in self._guards)
+        # (root, its index among the positional parameters or None, attributes): of_call
+        index = {name: i for i, name in enumerate(self._positional)}
+        self._paths = tuple((root, index.get(root), tuple(attrs))
+                            for root, *attrs in self._split)
 
     def values(self, args: tuple, kwargs: dict) -> dict:
         """The arguments by parameter name, defaults applied (TypeError if they do not
@@ -68,6 +73,35 @@ class CallKeys:
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
         return bound.arguments
+
+    def of_call(self, args: tuple, kwargs: dict) -> tuple:
+        """(the call's key, its arguments by name), or (None, None) where they do not bind
+        (a TypeError, as the function would raise). On every call's path: a call by
+        position alone (no keywords, every parameter given) to a function with no callee
+        test, no argument relaxed or sent, is keyed as `key` keys it, without binding
+        its arguments by name (None in their place: `bound` gives them)."""
+        assumed = self.assumed
+        if kwargs or len(args) != len(self._positional) or self._tests or \
+                assumed.relaxed or assumed.dynamic:
+            try:
+                values = self.values(args, kwargs)
+            except TypeError:
+                return None, None
+            return self.key(values), values
+        self.calls += 1
+        missing, by_identity = signature.MISSING, BY_IDENTITY
+        key = list(map(signature.describe, args))
+        for root, index, attrs in self._paths:  # each guarded path, as `key` resolves it
+            obj = args[index] if index is not None else self.lookup(root)
+            for attr in attrs:
+                obj = getattr(obj, attr, missing)
+            key.append(id(obj) if type(obj) in by_identity else guard_value(obj))
+        return tuple(key), None
+
+    def bound(self, args: tuple, kwargs: dict) -> dict:
+        """`values` of a call `of_call` counted already."""
+        self.calls -= 1
+        return self.values(args, kwargs)
 
     def key(self, values: dict) -> tuple:
         """Argument descriptions, and the identity of every object a TF part captured (a

@@ -129,20 +129,17 @@ class SlicedFunction:
         if self.payoff.waiting:
             return self._unpaid(args, kwargs)
         start = time.perf_counter()  # a sliced call's cost includes finding its variant
-        try:
-            values = self.keys.values(args, kwargs)
-        except TypeError:
-            values = None
-        if values is None:  # (outside the except: the error eager raises has no context)
-            return self._eager(args, kwargs)  # eager raises the same TypeError
-        key = self.keys.key(values)
+        key, values = self.keys.of_call(args, kwargs)
+        if key is None:  # they do not bind: eager raises the same TypeError
+            return self._eager(args, kwargs)
         variant = self.cache.get(key)
         if variant is None:
             if key in self.cache.refused:  # refused for good: straight to the function
                 self.stats_.refused_calls += 1
                 return self._eager(args, kwargs)
             # profile calls run eagerly: a tape sees their ops
-            return self._new_key(key, values, args, kwargs)
+            return self._new_key(key, self.keys.bound(args, kwargs) if values is None
+                                 else values, args, kwargs)
         if not _tapes_empty():  # a tape watches: it must see this call's ops
             self.note("called while a GradientTape is recording", warn=False)
             return self._eager(args, kwargs)

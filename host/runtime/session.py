@@ -90,17 +90,19 @@ class Session:
         so the channels of two calls never interleave.
         A Ctrl-C while the session is claimed is raised at the call's first step (inside
         the `try` that ends with exit_call) or at exit_call, never in between."""
-        self.blocking.hold()
+        blocking, me = self.blocking, threading.get_ident()
+        main = me == blocking.main  # an atomic step (blocking.hold and unhold, inline)
+        blocking.depth += main
         try:
             with self._call_guard:
                 if self._call_owner is not None or self.forked:
                     claimed = False
                 else:
-                    self._call_owner = threading.get_ident()
+                    self._call_owner = me
                     self._sent_before_call = self.sent
                     claimed = True
         finally:
-            self.blocking.unhold()
+            blocking.depth -= main
         if not claimed:
             self.blocking.deliver_pending()
         return claimed

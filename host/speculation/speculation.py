@@ -71,6 +71,8 @@ class Assumptions:
     def describe(self, values) -> tuple:
         """The arguments' part of the call key."""
         relaxed, dynamic, describe = self.relaxed, self.dynamic, signature.describe
+        if not relaxed and not dynamic:  # (every call's path)
+            return tuple([describe(v) for v in values.values()])
         return tuple([describe(v, n in dynamic, relaxed.get(n)) for n, v in values.items()])
 
     def facts(self) -> dict[str, frozenset]:
