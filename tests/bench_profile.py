@@ -20,8 +20,9 @@ alike:
 
 Prints the median seconds of each and its ratio to off: the calls alone (a window's
 profile may still be being written then), the whole block with the profiler's start and
-stop (stopping collects and writes the profile: its cost grows with the events recorded),
-and the process's CPU seconds. --whole N also times N rounds of whole processes, `gpe run
+stop (stopping collects and writes the profile: its cost grows with the events recorded)
+and the median of each round's ratio of that to the round's off ("paired"), and the
+process's CPU seconds. --whole N also times N rounds of whole processes, `gpe run
 SCRIPT` against `gpe run --profile DIR SCRIPT` and `gpe run --profile DIR --profile-calls
 N --profile-skip K SCRIPT` (the first of --windows), of a script making the same 1,000
 calls (interpreter start, imports and the build included). Not a test: the numbers depend on
@@ -198,11 +199,14 @@ def report(times: dict, args) -> None:
           f"{args.repeats} rounds (the ways in turn in each round; windows after "
           f"{args.skip} calls); load average {os.getloadavg()[0]:.1f}:")
     print(f"  {'way':<20} {'calls s':>9} {'x off':>7} {'with start/stop s':>18} "
-          f"{'x off':>7} {'CPU s':>8} {'x off':>7}")
+          f"{'x off':>7} {'paired':>7} {'CPU s':>8} {'x off':>7}")
     for name, kept in times.items():
         row = [statistics.median(t) for t in kept]
+        # the median of each round's ratio to that round's off (a busy machine's slow
+        # stretches load both alike)
+        paired = statistics.median(w / o for w, o in zip(kept[1], times["off"][1]))
         print(f"  {name:<20} {row[0]:9.4f} {row[0] / off[0]:7.3f} {row[1]:18.4f} "
-              f"{row[1] / off[1]:7.3f} {row[2]:8.4f} {row[2] / off[2]:7.3f}")
+              f"{row[1] / off[1]:7.3f} {paired:7.3f} {row[2]:8.4f} {row[2] / off[2]:7.3f}")
 
 
 if __name__ == "__main__":
