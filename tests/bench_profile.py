@@ -2,6 +2,7 @@
 
     python tests/bench_profile.py [--calls 1000] [--repeats 7] [--windows 20,50]
                                   [--skip 100] [--whole 0]
+    python tests/bench_profile.py --adds-up
 
 The run is examples/train_mlp.py's step (an MLP's forward and backward pass and six
 variable updates, the loss kept in a host list), sliced and already built, called
@@ -25,7 +26,9 @@ and the median of each round's ratio of that to the round's off ("paired"), and 
 process's CPU seconds. --whole N also times N rounds of whole processes, `gpe run
 SCRIPT` against `gpe run --profile DIR SCRIPT` and `gpe run --profile DIR --profile-calls
 N --profile-skip K SCRIPT` (the first of --windows), of a script making the same 1,000
-calls (interpreter start, imports and the build included). Not a test: the numbers depend on
+calls (interpreter start, imports and the build included). --adds-up instead runs
+four examples under `gpe run --report` and prints the report's total (its parts add up
+to it) against the script's own clock, its first line to its exit. Not a test: the numbers depend on
 the machine.
 """
 from __future__ import annotations
@@ -33,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import argparse
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -144,6 +148,48 @@ def whole(pairs: int, calls: int, window: int | None, skip: int) -> dict[str, li
     return times
 
 
+# `gpe run --report`'s breakdown against the script's own clock: a copy of each example
+# that notes the time at its first line and prints it at exit
+ADDS_UP = [("train_mlp.py", ["--modes", "gpe", "--steps", "300"]),
+           ("numpy_mid_step.py", ["--steps", "60"]), ("tree_rnn.py", ["--steps", "40"]),
+           ("lstm_lm.py", ["--steps", "30"])]
+CLOCK = ("import time as _t0, atexit as _a0, sys as _s0; _T0 = _t0.perf_counter(); "
+         "_a0.register(lambda: print('SCRIPT_S %.4f' % (_t0.perf_counter() - _T0), "
+         "file=_s0.stderr))")
+
+
+def adds_up() -> None:
+    """Each example under `gpe run --report`: the report's total (the parts add up to
+    it) against the script's own clock, from its first line to its exit."""
+    examples = os.path.join(ROOT, "examples")
+    for name, args in ADDS_UP:
+        folder = tempfile.mkdtemp(prefix="gpe-bench-profile-")
+        try:
+            for f in os.listdir(examples):
+                if f.endswith(".py"):
+                    shutil.copy(os.path.join(examples, f), folder)
+            with open(os.path.join(folder, name)) as f:
+                lines = f.read().split("\n")
+            first = next((i + 1 for i, line in enumerate(lines)
+                          if line.startswith("from __future__")), 0)
+            lines.insert(first, CLOCK)
+            with open(os.path.join(folder, name), "w") as f:
+                f.write("\n".join(lines))
+            err = subprocess.run([sys.executable, "-m", "gpe.cli", "run", "--report", name,
+                                  *args], cwd=folder, capture_output=True, text=True,
+                                 env={**os.environ, "PYTHONPATH": ROOT}).stderr
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        total = re.search(r"host's time went \(([\d.]+) s on the main thread\)", err)
+        clock = re.search(r"SCRIPT_S ([\d.]+)", err)
+        if total is None or clock is None:
+            print(f"  {name}: no report\n{err[-2000:]}")
+            continue
+        total, clock = float(total.group(1)), float(clock.group(1))
+        print(f"  {name:<18} report {total:7.3f} s, the script's own clock {clock:7.3f} s: "
+              f"{total / clock:6.1%}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000)
@@ -157,7 +203,15 @@ def main(argv=None) -> int:
     parser.add_argument("--whole", type=int, default=0, metavar="N",
                         help="also time N rounds of whole `gpe run` processes")
     parser.add_argument("--verbose", action="store_true", help="print every round's time")
+    parser.add_argument("--adds-up", action="store_true",
+                        help="only: examples under `gpe run --report`, the report's total "
+                             "against the script's own clock")
     args = parser.parse_args(argv)
+    if args.adds_up:
+        print(f"gpe run --report's total against the script's clock (load average "
+              f"{os.getloadavg()[0]:.1f}):")
+        adds_up()
+        return 0
     ways = ["off"] + [w for w in args.ways.split(",") if w and w != "off"] + \
         [f"gpe.profile calls={n}" for n in args.windows.split(",") if n]
     data = train_mlp.make_data()
