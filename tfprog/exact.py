@@ -59,7 +59,25 @@ def _options() -> context.FunctionCallOptions:
     # parts inlined; measured on examples/mylib's train_step from its bundle)
     rewrites.meta_optimizer_iterations = rewriter_config_pb2.RewriterConfig.ONE
     rewrites.disable_tfg_optimizer = True
+    if not _gpus():
+        # without a GPU, the layout optimizer and the memory optimizer only analyse the
+        # graph (shapes, a simulated run for its memory) and change nothing (the layouts
+        # are converted for GPUs, and on a CPU only when asked; the swaps go to GPUs):
+        # together about a fifth of the CPU time of instantiating a sink (mylib's
+        # train_step from its bundle, 56 -> 45 ms)
+        rewrites.layout_optimizer = rewriter_config_pb2.RewriterConfig.OFF
+        rewrites.memory_optimization = rewriter_config_pb2.RewriterConfig.NO_MEM_OPT
     return context.FunctionCallOptions(config_proto=config)
+
+
+_GPUS: list = []
+
+
+def _gpus() -> bool:
+    """Whether TensorFlow sees a GPU (asked once)."""
+    if not _GPUS:
+        _GPUS.append(bool(context.context().list_physical_devices("GPU")))
+    return _GPUS[0]
 
 
 _tracing = threading.local()
