@@ -15,15 +15,17 @@ runs the sink on one thread for as long as the set of parts stays the same, and 
 a new one when a part is added.
 
 A new sink is not traced again in Python. Each part is called through a small wrapper
-(a graph function traced once per part, see `wrapper`): it takes one resource vector
+(a graph function made once per part, written from the part's signature without tracing
+where it can be: see `wrapper` and wrapper_template.py): it takes one resource vector
 holding every part's resources (its queue handles, then the variables its function
 captured) and the offset of its own, and calls the part with them. The sink itself is a
 template (traced once per process, see sink_template.py) whose while-loop body calls a
 wrapper by name (one part: a call TensorFlow inlines, as a traced call) or picks one with
 a `Case` naming the wrappers (several parts); a sink for a set of parts is the template's
 FunctionDefs with the wrapper names put in, registered with the eager context and called
-by name. So adding a part costs one wrapper trace, and a bundle, which carries its
-wrappers and the templates (see host/bundle_load), traces nothing.
+by name. So adding a part traces nothing in Python (the templates are traced once per
+process), and a bundle, which carries its wrappers and the templates (see
+host/bundle_load), not even those.
 
 Where the parts' resources sit on several devices (a MirroredStrategy's variables) they
 cannot be packed in one vector: that sink is traced, a lowered `Case` whose branches each
@@ -40,7 +42,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import cond_v2, gen_array_ops, gen_data_flow_ops, \
     gen_resource_variable_ops, resource_variable_ops
 
-from . import sink_template as templates
+from . import sink_template as templates, wrapper_template as written
 from .exact import exact_arithmetic
 
 RUN, STOP = templates.RUN, templates.STOP
@@ -212,9 +214,10 @@ def wrapper(function, count: int, dispatch: tuple = (None, ())):
     (`dispatched`) with the `count` queue handles at `offset` (its dispatch queue's and
     relay queue's first: see `_own_queues`) and calls `function` with the others and its
     captured resources after them (other
-    captures, if any, it captures itself). Traced once per function and dispatch: kept on
-    it (a cycle the collector frees with it; a dictionary keyed by the function would
-    keep it alive)."""
+    captures, if any, it captures itself). Written from the function's signature
+    (wrapper_template.py), traced only where that does not fit (a capture it captures
+    itself); once per function and dispatch: kept on it (a cycle the collector frees with
+    it; a dictionary keyed by the function would keep it alive)."""
     cache = function.__dict__.setdefault("_gpe_wrappers", {})
     key = (count, dispatch)
     made = cache.get(key)
@@ -223,6 +226,9 @@ def wrapper(function, count: int, dispatch: tuple = (None, ())):
     if made is not None:
         return made
     captures, held = list(function.captured_inputs), _held(function)
+    made = cache[key] = written.build(function, count, dispatch, held)  # (not traced)
+    if made is not None:
+        return made
     entry, dtypes = dispatch
 
     def call(packed, offset):
