@@ -51,6 +51,11 @@ class Key(enum.Enum):
     UNROLLED = ("tuple of attribute names on a CALLEE call: a recursion over a tree of data "
                 "objects, the attributes its counters change; the TF part runs its TF half "
                 "(unrolled for the tree's shape), the host its host half (recursion.py)")
+    RAISES = ("bool on a host temporary's assignment hoisted out of a loop (hoist.py "
+              "_invariant_reads) whose arithmetic may raise (`1 - beta1 ** hp['t']`): the host "
+              "computes it under a `try`; a failure sends a value no channel takes, so the call "
+              "is rescued there, and the host's copy of the loop computes the expression again "
+              "where eager does (partition.py)")
     FOLDED = ("bool on an `if` (or `a if t else b`) test fixed for the call whose value the "
               "slicer knows (`isinstance(loss, Loss)` on an object argument the call key "
               "holds, `not self.built`): the branch it takes replaces the `if` on both sides "

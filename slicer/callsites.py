@@ -199,13 +199,33 @@ def path_of(inf, node: gast.AST) -> str | None:
 
 
 def method_reads(inf, node: gast.Call, fkind: Kind) -> Kind:
-    """A TF method that reads attributes of its object when traced (facts.reads:
-    `model.compute_loss` reads `model._compile_loss`): the call's CALLEE_READS get them in
-    the caller's paths (captured and guarded as a callee's reads are); where its object
-    has no path the call key can resolve, the call stays on the host (HOST)."""
-    if fkind not in (Kind.TF_OP, Kind.TF_EFFECT_OP) or inf.facts.reads is None or \
-            not isinstance(node.func, gast.Attribute):
+    """A TF method or a layer that reads attributes of its object when traced (facts.reads:
+    `model.compute_loss` reads `model._compile_loss`, a layer's `call` its `training` flag
+    and sublayers): the call's CALLEE_READS get them in the caller's paths (captured and
+    guarded as a callee's reads are). The call stays on the host (HOST) where its object
+    has no path the call key can resolve, where a number it reads keeps changing between
+    calls (facts.dynamic_paths), or where this function may change the object a number is
+    read from (`self.model.training = True` before `self.model(X)`: a key checked at entry
+    cannot see that)."""
+    if fkind not in (Kind.TF_OP, Kind.TF_EFFECT_OP) or inf.facts.reads is None:
         return fkind
+    value = inf.value_of(node.func)
+    reads = inf.facts.reads(value) if value is not MISSING else ()
+    if reads == ():
+        return fkind
+    owner = node.func.value if inspect.ismethod(value) else node.func
+    base = path_of(inf, owner) if reads is not None else None
+    paths = tuple((f"{base}.{attr}", number) for attr, number in reads or ())
+    changed = [path for path, number in paths if number and (
+        path in inf.facts.dynamic_paths or chain_root(owner).id in inf.mutated)]
+    if base is None or changed:
+        anno.set(node.func, Key.KIND, Kind.HOST)
+        anno.set(node.func, Key.WHY_HOST, f"its trace would freeze `{changed[0]}`, which "
+                 "changes between or during calls" if changed else
+                 "its trace reads a number of a layer it holds in a list")
+        return Kind.HOST
+    anno.set(node, Key.CALLEE_READS, tuple(anno.get(node, Key.CALLEE_READS, ())) + paths)
+    return fkind
     attrs = inf.facts.reads(inf.value_of(node.func))
     if not attrs:
         return fkind

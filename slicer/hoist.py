@@ -16,6 +16,7 @@ import itertools
 import gast
 
 from . import anno, nodes, unnest
+from .numbers import effect_free, literal, number_arithmetic, pure_number, static_dim
 from .anno import Key
 from .facts import MATERIALIZE_BUILTINS, MATERIALIZE_METHODS, STRUCTURAL_BUILTINS, TF_CALLABLES, TF_KINDS, Kind
 from .parser import Parsed
@@ -55,61 +56,6 @@ def _structural(call: gast.Call) -> bool:
             and anno.get(call, Key.KIND) == Kind.TF_OBJECT)
 
 
-def _literal(node: gast.expr) -> bool:
-    """Arithmetic on literals only, such as `-1` or `2 ** 10`."""
-    return all(isinstance(n, (gast.Constant, gast.BinOp, gast.UnaryOp, gast.operator,
-                              gast.unaryop)) for n in nodes.walk(node))
-
-
-def _pure_number(node: gast.expr) -> bool:
-    """Arithmetic on Python numbers only (names, attributes of names, literals) that cannot
-    raise: +, -, * (and /, //, % by a nonzero literal), unary -/+,
-    abs(); not a bare name or a literal (those cross as they are)."""
-    if anno.get(node, Key.CONSTANT):
-        return False
-    if isinstance(node, gast.Call):  # (kinds calls abs() data: it takes arrays too)
-        return isinstance(node.func, gast.Name) and node.func.id == "abs" and \
-            anno.get(node.func, Key.KIND) == Kind.HOST_FN and len(node.args) == 1 and \
-            not node.keywords and _number_operand(node.args[0])
-    if anno.get(node, Key.KIND) != Kind.PY_SCALAR:
-        return False
-    if isinstance(node, gast.UnaryOp):
-        return isinstance(node.op, (gast.USub, gast.UAdd)) and _number_operand(node.operand)
-    if isinstance(node, gast.BinOp):
-        if isinstance(node.op, (gast.Add, gast.Sub, gast.Mult)):
-            return _number_operand(node.left) and _number_operand(node.right)
-        return isinstance(node.op, (gast.Div, gast.FloorDiv, gast.Mod)) and \
-            _number_operand(node.left) and isinstance(node.right, gast.Constant) and \
-            type(node.right.value) in (int, float) and node.right.value != 0
-    return False
-
-
-def _static_dim(node: gast.expr) -> bool:
-    """`t.shape[i]` (a literal i) of a tensor: TF work that reads it is traced with the
-    tensor's static dimension, which is eager's wherever it is known (an unknown one, None,
-    fails the trace as a shape: the function then runs eagerly)."""
-    return isinstance(node, gast.Subscript) and isinstance(node.value, gast.Attribute) and \
-        node.value.attr == "shape" and anno.get(node.value.value, Key.KIND) in TF_KINDS and \
-        _literal(node.slice)
-
-
-def _number_operand(node: gast.expr) -> bool:
-    if isinstance(node, gast.Constant):
-        return type(node.value) in (int, float)
-    if anno.get(node, Key.ITEM):  # `hyperparams['beta']` (kinds: its keys are guarded)
-        return True
-    if isinstance(node, gast.Name) or anno.has(node, Key.PATH) or _chain(node):
-        return anno.get(node, Key.KIND) == Kind.PY_SCALAR
-    return _pure_number(node)
-
-
-def _chain(node: gast.expr) -> bool:
-    """`hp.eps`, `self.cfg.scale`: attributes of a name (a number read from an object)."""
-    while isinstance(node, gast.Attribute):
-        node = node.value
-    return isinstance(node, gast.Name)
-
-
 def _tf_operation(node: gast.expr) -> bool:
     """True if the TF part can run `node`'s own operation (its operands aside)."""
     kind = anno.get(node, Key.KIND)
@@ -138,10 +84,10 @@ def _tf_operation(node: gast.expr) -> bool:
         return True  # `self.convs[i]`: a layer of a captured list (kinds)
     if isinstance(node, gast.Subscript) and anno.get(node, Key.ITEM):
         return True  # `hyperparams['lr']` on the entry value (kinds)
-    if _static_dim(node):
+    if static_dim(node):
         return True  # `Y_hat.shape[-1]` inside TF work: the trace's static shape
     if isinstance(node, (gast.BinOp, gast.UnaryOp, gast.Compare, gast.Subscript)):
-        return kind in TF_KINDS or _literal(node)
+        return kind in TF_KINDS or literal(node)
     return False
 
 
@@ -300,9 +246,9 @@ def _loop_or_branch(stmt, counter) -> list[gast.stmt]:
 
 def _invariant_reads(stmt) -> list[gast.stmt]:
     """`for v, g in zip(model.variables, grads): v.assign_sub(hp.rate * g)`, `hp.rate` a
-    number sent (not folded), or `(1 - hp['beta']) * g` (arithmetic on sent numbers that
-    cannot raise): its host temporary moves before the loop, which stays all TF
-    work. Only where nothing in the loop can change it (every other statement is TF work,
+    number sent (not folded), or `(1 - hp['beta']) * g` (arithmetic on sent numbers; one
+    that may raise, d2l's `1 - beta1 ** hp['t']`, gets Key.RAISES): its host temporary
+    moves before the loop, which stays all TF work. Only where nothing in the loop can change it (every other statement is TF work,
     the chain's root is not bound there) and the loop runs over TF values (lists of
     variables are never empty), so the read happens as eagerly, on the loop's first pass."""
     if not isinstance(stmt, gast.For) or stmt.orelse or \
@@ -319,14 +265,17 @@ def _invariant_reads(stmt) -> list[gast.stmt]:
             rest.append(inner)
     if not reads or not all(is_tf_statement(s) for s in rest):
         return []
+    for read in reads:
+        if not _chain_read(read.value, bound) and not pure_number(read.value):
+            anno.set(read, Key.RAISES, True)
     return reads
 
 
 def _invariant(node: gast.expr, bound: set) -> bool:
-    """A chain read, or arithmetic on numbers that cannot raise (`1 - hp['beta']`), of
-    names the loop does not bind."""
-    return _chain_read(node, bound) or _pure_number(node) and not any(
-        isinstance(n, gast.Name) and n.id in bound for n in nodes.walk(node))
+    """A chain read, or arithmetic on numbers (`1 - hp['beta']`, `1 - beta1 ** hp['t']`:
+    Key.RAISES where it may raise), of names the loop does not bind."""
+    return _chain_read(node, bound) or (pure_number(node) or number_arithmetic(node)) \
+        and not any(isinstance(n, gast.Name) and n.id in bound for n in nodes.walk(node))
 
 
 def _chain_read(node: gast.expr, bound: set) -> bool:
@@ -396,19 +345,23 @@ class _Hoister(gast.NodeTransformer):
         cannot compute `1 - eps` with Python's semantics, so such arithmetic is computed
         on the host first, into host temporaries, and the rest moves into the TF part
         (True: `node` is rewritten so; else it is left as it was). Only arithmetic that
-        reads nothing but numbers and cannot raise moves (see _pure_number): computing it
+        reads nothing but numbers and cannot raise moves (see pure_number): computing it
         before the TF ops beside it changes nothing observable."""
         if self.to_host or anno.get(node, Key.KIND) != Kind.TENSOR or \
                 not _tf_operation(node) or tf_evaluable(node):
             return False
         candidate, pre = copy.deepcopy(node), []
+        # (arithmetic that may raise moves too beside TF work that leaves nothing behind:
+        # `v / (1 - beta1 ** t)` raises, if it does, before anything observable ran)
+        moves = (lambda child: pure_number(child) or number_arithmetic(child)) \
+            if effect_free(node) else pure_number
 
         def numbers_out(parent: gast.AST) -> None:
             for field, value in gast.iter_fields(parent):
                 for i, child in enumerate(value if isinstance(value, list) else [value]):
                     if not isinstance(child, gast.AST):
                         continue
-                    if isinstance(child, gast.expr) and _pure_number(child):
+                    if isinstance(child, gast.expr) and moves(child):
                         name = f"_gpe_h{next(self.counter)}"
                         pre.append(gast.Assign(targets=[_name(name, gast.Store())],
                                                value=child, type_comment=None))

@@ -12,14 +12,24 @@ layer's calls stay on the host, as before.
 
 Parameters of `call`: those without a default are tensors; those with one (`training`,
 `mask`) are Python values fixed for the call (the TF part is traced with them).
+
+What a trace of `call` reads from the layer (`if self.training:` folded, the sublayers
+`self.lin1` it calls, a helper's reads of `self`) is kept in `READS` (paths below the
+layer): the caller captures and guards them where it calls the layer (slicer/callsites.py
+`method_reads`), so that a flag changed between calls runs the call eagerly and builds
+another variant, and a sublayer replaced is not the traced one.
 """
 from __future__ import annotations
 
 import inspect
 import os
+import weakref
 from typing import Any, Callable
 
-from . import arity
+import gast
+
+from . import anno, arity, nodes
+from .anno import Key
 from .callees import host_statement, pure_body, reads_python_numbers
 from .errors import Refusal
 from .facts import ArgFact, Facts, Kind
@@ -64,7 +74,32 @@ def judge_layer_call(call: Callable, layer: Any, classify: Callable[[Any], Kind]
                       f"({_where(parsed, parsed.node)}), frozen if traced")
     if pure_body(parsed.node) is None:
         return None, host_statement(parsed) or "its `call` does host work"
+    try:
+        READS[layer] = _own_reads(parsed.node, self_name)
+    except TypeError:  # (no weak reference to it: a plain object's `__call__`)
+        pass
     return Kind.TF_EFFECT_OP, ""
+
+
+# a layer (or module) whose `call` was judged TF work -> the attribute paths below it that
+# the trace reads ("training", "lin1"), each with whether it held a Python number
+READS: "weakref.WeakKeyDictionary[Any, tuple[tuple[str, bool], ...]]" = \
+    weakref.WeakKeyDictionary()
+
+
+def _own_reads(fn: gast.FunctionDef, self_name: str) -> tuple[tuple[str, bool], ...]:
+    """(path below `self`, a Python number?) for each chain on `self` the analysed `call`
+    reads when traced: guarded chains (a folded test's too: hoist folded it away) and what
+    the callees it calls read."""
+    folded = [n for test in anno.get(fn, Key.FOLDED, ()) for n in nodes.walk(test)]
+    found = set()
+    for node in list(nodes.walk(fn)) + folded:
+        if isinstance(node, gast.Attribute) and anno.has(node, Key.PATH):
+            found.add((anno.get(node, Key.PATH), anno.get(node, Key.KIND) == Kind.PY_SCALAR))
+        found |= set(anno.get(node, Key.CALLEE_READS, ()))
+    prefix = self_name + "."
+    return tuple(sorted((path[len(prefix):], number) for path, number in found
+                        if path.startswith(prefix)))
 
 
 def _where(parsed, node) -> str:

@@ -22,7 +22,7 @@ import copy
 
 import gast
 
-from . import anno, nodes, scope, templates
+from . import anno, nodes, raising, scope, templates
 from .anno import Key
 from .chains import stored_names
 from .errors import Refusal
@@ -84,6 +84,7 @@ class _Partition:
         self.gates_in_with: list = []  # (segment, assignment, channel) in the current with
         self.bound_in_with: list[frozenset] = []  # names bound in each TF with block entered
         self.bound_in_tapes: set[str] = set()  # ...and in every one met so far
+        self.recompute: dict[str, gast.expr] = {}  # hoisted temporaries that may raise
 
     def run(self) -> SlicePlan:
         fn, w = self.parsed.node, self.writer
@@ -174,7 +175,7 @@ class _Partition:
                 target = self._tf_statement(stmt, target, carried, crossing)
             elif place == Place.HOST:
                 self.writer.host_order(stmt, target)
-                self.writer.host.append(stmt)
+                self.writer.host.append(self._attempted(stmt))
             else:
                 target.append(stmt)
                 self.writer.host.append(stmt)
@@ -209,16 +210,32 @@ class _Partition:
         return target
 
     def _twin(self, stmt) -> None:
-        """The host's copy of a TF statement, run only after a rescue (see rescuable)."""
+        """The host's copy of a TF statement, run only after a rescue (see rescuable); it
+        computes a temporary hoisted out of a loop that may raise where eager does."""
         if self.writer.rescuable and not self.in_tf_with:
-            (twin,) = templates.replace("if _gpe_c.eager:\n    __s__", __s__=[stmt])
+            (twin,) = templates.replace("if _gpe_c.eager:\n    __s__",
+                                        __s__=[raising.recomputed(stmt, self.recompute)])
             self.writer.host.append(twin)
+
+    def _attempted(self, stmt: gast.stmt) -> gast.stmt:
+        """A hoisted temporary that may raise (Key.RAISES), under a `try` (raising.py)."""
+        if not anno.get(stmt, Key.RAISES):
+            return stmt
+        if not self.writer.rescuable or self.in_tf_with:
+            raise Refusal("unsupported-order", "a loop whose invariant arithmetic may raise, "
+                          "where the call cannot be handed back to the host",
+                          "compute it before the loop", self.parsed.filename, stmt.lineno)
+        self.recompute[stmt.targets[0].id] = stmt.value
+        return raising.attempt(stmt)
 
     def _observed(self, stmts: list[gast.stmt]) -> list[gast.stmt]:
         """`stmts` for the profile program: observations before the statements that have a
         gate, inside the loops and branches the TF part follows too."""
         out = []
         for stmt in stmts:
+            if anno.get(stmt, Key.RAISES):  # (observed at its gate; recomputed below)
+                out.append(raising.attempt(stmt))
+                continue
             out += self.writer.profile_before.get(id(stmt), [])
             stmt = self.writer.profile_replace.get(id(stmt), stmt)
             if anno.get(stmt, Key.MIRROR):
@@ -234,7 +251,7 @@ class _Partition:
             elif anno.has(stmt, Key.ITERATED) and anno.get(stmt, Key.PLACE) == Place.HOST:
                 stmt = copy.copy(stmt)  # what each iteration binds (Facts.iterables)
                 stmt.body = _iteration_observed(stmt) + stmt.body
-            out.append(stmt)
+            out.append(raising.recomputed(stmt, self.recompute))
         return out
 
     # sources ------------------------------------------------------------------------

@@ -78,3 +78,59 @@ def test_a_dict_the_function_changes_is_read_at_entry_only_before_the_change():
     # the first loop ran in the graph: each sliced call ran only the second loop's ops
     assert run.host_ops == {"Mul": 10, "AssignSubVariableOp": 10}, run.host_ops
     assert "t: a int" in run.target.stats()["variants_built"][-1]
+
+
+def _adam_states():
+    return ((tf.Variable(tf.zeros([3, 1])), tf.Variable(tf.zeros([3, 1]))),
+            (tf.Variable(tf.zeros([1])), tf.Variable(tf.zeros([1]))))
+
+
+def _adam(params, grads, states, hyperparams):
+    """d2l's `adam` (chapter 11), as the book writes it."""
+    beta1, beta2, eps = 0.9, 0.999, 1e-6
+    for p, (v, s), grad in zip(params, states, grads):
+        v[:].assign(beta1 * v + (1 - beta1) * grad)
+        s[:].assign(beta2 * s + (1 - beta2) * tf.math.square(grad))
+        v_bias_corr = v / (1 - beta1 ** hyperparams['t'])
+        s_bias_corr = s / (1 - beta2 ** hyperparams['t'])
+        p[:].assign(p - hyperparams['lr'] * v_bias_corr
+                    / tf.math.sqrt(s_bias_corr) + eps)
+    hyperparams['t'] += 1
+
+
+@pytest.mark.timeout(300)
+def test_adam_bias_correction_by_a_power_runs_in_the_graph():
+    """`1 - beta1 ** hyperparams['t']`: a power may raise (an overflow), so it was host work
+    inside the loop, which then ran on the host, its variable updates eagerly (d2l's Adam
+    and Yogi: every call eager). It is computed before the loop now, and the loop is
+    unrolled in the TF part."""
+    def make(log):
+        v = _variables()
+        states = _adam_states()
+        v.update({f"s{i}{j}": s for i, pair in enumerate(states) for j, s in enumerate(pair)})
+        hp = {"lr": 0.01, "t": 1}
+        return _adam, v, [([v["w"], v["b"]], G, states, hp)] * 6
+    # t is new at each call: folded for the first variant, then sent (see above)
+    run = check(make, None, graph_calls=3)
+    assert not run.host_ops  # (check: no TF op of a sliced call ran eagerly)
+
+
+@pytest.mark.timeout(300)
+def test_a_power_that_overflows_raises_where_eager_raises():
+    """The power computed before the loop raises in a sliced call (0.9 ** -8000): the
+    call is handed back to the host at the loop, whose copy computes the power where eager
+    does, after the first pair's updates: the same OverflowError, the same variables."""
+    def make(log):
+        v = _variables()
+        states = _adam_states()
+        v.update({f"s{i}{j}": s for i, pair in enumerate(states) for j, s in enumerate(pair)})
+        params = [v["w"], v["b"]]
+        calls = [(params, G, states, {"lr": 0.01, "t": t})
+                 for t in (1, 2, 3, 4, 5, -8000, 6, 7)]
+        return _adam, v, calls
+    run = check(make, None, graph_calls=4, host_ops_allowed=frozenset({
+        "Mul", "AddV2", "Sub", "Square", "StridedSlice", "ResourceStridedSliceAssign",
+        "ReadVariableOp"}))  # (the rescued call's first pair, run eagerly by the host)
+    assert "OverflowError" in repr(run.results[5]), run.results
+    assert any("computing it raised OverflowError" in reason
+               for reason in run.target.stats()["guard_failures"]), run.target.stats()

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from . import keras_methods
 from ...slicer.facts import Kind
-from ...slicer.layers import judge_layer_call
+from ...slicer.layers import READS, judge_layer_call
 
 try:
     import keras
@@ -352,7 +352,54 @@ def _module_kind(module: Any) -> Kind:
 _why_host: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
 
 
-method_reads = keras_methods.reads  # what a TF method reads from its object (guarded)
+def reads(value: Any) -> tuple[tuple[str, bool], ...] | None:
+    """What calling `value` in the TF part reads from its object when traced, as (path
+    below the object, a Python number?) pairs the caller guards: a TF method's attributes
+    (`model.compute_loss` reads `_compile_loss`), or what the `call` of a layer or module
+    judged TF work reads of it and of the layers in its tree (`training`, `lin1.rate`).
+    None where a layer of the tree read a number no attribute path from `value` reaches
+    (a layer in a list): the call stays on the host. Of a Keras layer only the numbers:
+    a built one refuses new sublayers."""
+    if inspect.ismethod(value):
+        return tuple((attr, False) for attr in keras_methods.reads(value))
+    if isinstance(value, tf.Module) and not _keras_layer(value):
+        tree = [value, *value.submodules]
+    elif _keras_layer(value):
+        tree = value._flatten_layers(include_self=True, recursive=True)
+    else:
+        return ()
+    out = []
+    for sub in tree:
+        # (a built Keras layer refuses new sublayers: only its numbers can change)
+        own = [(p, n) for p, n in READS.get(sub, ()) if n or not _keras_layer(sub)]
+        if not own:
+            continue
+        base = "" if sub is value else _path_to(value, sub)
+        if base is None and any(number for _, number in own):
+            return None
+        if base is None:
+            continue  # (objects of a module in a list: as the list's own guard leaves them)
+        out += [(base + path, number) for path, number in own]
+    return tuple(out)
+
+
+def _keras_layer(value: Any) -> bool:
+    return keras is not None and isinstance(value, keras.layers.Layer)
+
+
+def _path_to(top: Any, sub: Any, depth: int = 3) -> str | None:
+    """"a.b." where `top.a.b is sub` (attributes holding layers or modules), or None."""
+    todo = [(top, "")]
+    for _ in range(depth):
+        found = []
+        for obj, prefix in todo:
+            for name, held in getattr(obj, "__dict__", {}).items():
+                if held is sub:
+                    return f"{prefix}{name}."
+                if isinstance(held, tf.Module) or _keras_layer(held):
+                    found.append((held, f"{prefix}{name}."))
+        todo = found
+    return None
 
 
 def plan_type(value: Any) -> Any:

@@ -19,6 +19,7 @@ import tensorflow as tf
 from ..facts import oracle, signature
 from .elements import with_given
 from .loader import load
+from .stubs import Raised
 from ..runtime.trace import TRACER
 from ..speculation.speculation import (Assumptions, NotObserved, channel_specs, leaf_shapes,
                                        sent_numbers,
@@ -34,7 +35,7 @@ from ...tfprog.part import NeedsEntry, PartError
 log = logging.getLogger("gpe")
 # `_gpe_rt` of a profile program: only what the user's statements call on it (a variable
 # read: slicer/hoist.py's _read_value), run eagerly as the host program runs it
-_PROFILING = types.SimpleNamespace(read_variable=read_variable)
+_PROFILING = types.SimpleNamespace(read_variable=read_variable, raised=Raised)
 
 MAX_UNBUILT_TRIES = 3  # calls run eagerly waiting for a user's Keras layer to be built
 MAX_PROFILE_RUNS = 16  # profile calls kept waiting for one to reach every crossing
@@ -79,7 +80,7 @@ class Builder:
                 self.taken_under[id(plan)] = assumed.plan_state()
                 return plan
         facts = signature.facts_for(described, values)
-        facts = dataclasses.replace(facts, **assumed.facts(), reads=oracle.method_reads,
+        facts = dataclasses.replace(facts, **assumed.facts(), reads=oracle.reads,
                                     iterables=assumed.iterables_for(facts.objects))
         with oracle.unbuilt as unbuilt, callees.Recording() as judged, \
                 TRACER.build("slice", self.owner):  # a profile's event (runtime/trace.py)

@@ -39,6 +39,19 @@ class GuardError(RuntimeError):
     """A value computed mid-call no longer fits the channel built for it."""
 
 
+class Raised:
+    """What a host temporary hoisted out of a loop holds when computing it raised
+    (slicer/hoist.py Key.RAISES: `1 - beta1 ** t` before an unrolled loop): no channel
+    takes it, so the call is rescued at the gate that sends it and the host's copy of the
+    loop computes it again where eager does, raising there; where the call cannot be
+    rescued, the exception is raised at the gate (before the loop's first statement)."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+
+
 class EntryGuardFailed(Exception):
     """A value sent when a call starts does not fit its channel, or differs from the
     constant the TF part was built with (`name` is then set); nothing was sent, so the
@@ -80,6 +93,10 @@ def _components(values, specs: list[ValueSpec], layouts: list, label: str) -> li
         leaves += flat
     out = []
     for value, spec in zip(leaves, specs):
+        if type(value) is Raised:
+            failed = GuardError(f"gpe: {label}: computing it raised {value.exc!r}")
+            failed.raised = value.exc
+            raise failed
         if type(value) is not EagerTensor and hasattr(value, "_gpe_pending"):
             value = value.resolve()
         if not matches(spec, value):
@@ -100,6 +117,7 @@ class Runtime:
     """`_gpe_rt` of one variant's host code. The host code names each place it uses a
     channel by a site number (plan.sites gives the channel)."""
     read_variable = staticmethod(read_variable)  # run eagerly (slicer/hoist.py: _read_value)
+    raised = Raised  # a hoisted temporary's failure (slicer/partition.py: _attempted)
 
     def __init__(self, variant, callee):
         # weakly: the variant holds the host program, which holds this runtime
@@ -229,7 +247,7 @@ class CallContext:
         """Tell the TF part waiting on channel `k` to stop and hand over what it holds; the
         host finishes the call eagerly (raises `failed` where that is not possible)."""
         if not self.rt.rescuable or k in self.rt.unrescuable:
-            raise failed
+            raise getattr(failed, "raised", failed)
         channel.send([_FLAGS[2]] + _zeros(channel))
         self.eager = True
         self.rt.variant.fell_back(f"mid-call: {failed}")

@@ -1,0 +1,38 @@
+"""Host temporaries hoisted out of a loop whose arithmetic may raise (Key.RAISES: d2l's
+Adam computes `1 - beta1 ** hyperparams['t']` in its loop over the parameters).
+
+The host computes such a temporary before the loop, under a `try` (`attempt`): a failure
+gives a value no channel takes (host/variants/stubs.py Raised), so the gate that sends it
+hands the call back to the host there, and the host's copy of the loop, like the profile
+program's, computes the expression again where eager does (`recomputed`): the exception
+comes from the same statement, after the same updates.
+"""
+from __future__ import annotations
+
+import copy
+
+import gast
+
+from . import nodes, templates
+
+
+def attempt(stmt: gast.Assign) -> gast.stmt:
+    """`n = expr` as `try: n = expr / except Exception as e: n = _gpe_rt.raised(e)`."""
+    (attempt,) = templates.replace(
+        "try:\n    __s__\nexcept Exception as _gpe_e:\n    n = _gpe_rt.raised(_gpe_e)",
+        __s__=[stmt], n=templates.name(stmt.targets[0].id, store=True))
+    return attempt
+
+
+def recomputed(stmt: gast.stmt, raising: dict[str, gast.expr]) -> gast.stmt:
+    """`stmt` reading each temporary of `raising` as the expression it holds."""
+    if not raising or not any(isinstance(n, gast.Name) and n.id in raising
+                              for n in nodes.walk(stmt)):
+        return stmt
+
+    class Recompute(gast.NodeTransformer):
+        def visit_Name(self, node):
+            if node.id in raising and isinstance(node.ctx, gast.Load):
+                return copy.deepcopy(raising[node.id])
+            return node
+    return Recompute().visit(copy.deepcopy(stmt))
