@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import gast
 
+from . import lambdas
 from .errors import Refusal
 from .sourcecheck import same_code
 
@@ -60,6 +61,12 @@ def parse(fn: Callable) -> Parsed:
     except (OSError, TypeError) as exc:
         raise Refusal("no-source", f"cannot read the source of {fn.__qualname__}: {exc}",
                       "define the function in a file", filename, 0) from None
+    if fn.__name__ == "<lambda>":  # `net = lambda X: ...`: judged and traced as a def
+        node = lambdas.as_def(fn, "".join(lines), first, filename)
+        if node is None:
+            raise Refusal("no-source", f"cannot find the source of {fn.__qualname__} alone "
+                          "in its lines", "define it with def", filename, first)
+        return Parsed(node=node, filename=filename, fn=fn)
     source, nested = _block("".join(lines))
     try:
         module = gast.parse(source)

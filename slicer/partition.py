@@ -22,7 +22,7 @@ import copy
 
 import gast
 
-from . import anno, nodes, raising, scope, templates
+from . import anno, nodes, outline, raising, scope, templates
 from .anno import Key
 from .chains import stored_names
 from .errors import Refusal
@@ -85,6 +85,7 @@ class _Partition:
         self.bound_in_with: list[frozenset] = []  # names bound in each TF with block entered
         self.bound_in_tapes: set[str] = set()  # ...and in every one met so far
         self.recompute: dict[str, gast.expr] = {}  # hoisted temporaries that may raise
+        self.outlines: list = []  # the loops whose body a profile call may run sliced
 
     def run(self) -> SlicePlan:
         fn, w = self.parsed.node, self.writer
@@ -113,7 +114,8 @@ class _Partition:
         host = self._factory(HOST_FACTORY, ["_gpe_rt"], body, with_args=True,
                              __entry__=entry_tuple, __declarations__=declarations)
         tf = self._factory(TF_FACTORY, ["_gpe_rt", "_gpe_k"], tf_body)
-        profile = self._factory(PROFILE_FACTORY, ["_gpe_obs", "_gpe_obs_call", "_gpe_rt"],
+        profile = self._factory(PROFILE_FACTORY, ["_gpe_obs", "_gpe_obs_call", "_gpe_rt",
+                                                  "_gpe_obs_outlined"],
                                 profile, with_args=True)
         return SlicePlan(
             name=fn.name, qualname=self.parsed.fn.__qualname__,
@@ -128,7 +130,7 @@ class _Partition:
             else (), temporaries=tuple(temporaries(fn).items()),
             iterated=tuple(sorted({anno.get(s, Key.ITERATED) for s in nodes.walk(fn)
                                    if anno.has(s, Key.ITERATED)})),
-            folds=folded_paths(fn))
+            folds=folded_paths(fn), outlines=tuple(self.outlines))
 
     # walking the body ---------------------------------------------------------------
     def block(self, stmts: list[gast.stmt], carried: tuple[str, ...] | None
@@ -175,7 +177,9 @@ class _Partition:
                 target = self._tf_statement(stmt, target, carried, crossing)
             elif place == Place.HOST:
                 self.writer.host_order(stmt, target)
-                self.writer.host.append(self._attempted(stmt))
+                self.writer.host.append(raising.attempted(
+                    stmt, self.recompute, self.writer.rescuable and not self.in_tf_with,
+                    self.parsed.filename))
             else:
                 target.append(stmt)
                 self.writer.host.append(stmt)
@@ -217,17 +221,6 @@ class _Partition:
                                         __s__=[raising.recomputed(stmt, self.recompute)])
             self.writer.host.append(twin)
 
-    def _attempted(self, stmt: gast.stmt) -> gast.stmt:
-        """A hoisted temporary that may raise (Key.RAISES), under a `try` (raising.py)."""
-        if not anno.get(stmt, Key.RAISES):
-            return stmt
-        if not self.writer.rescuable or self.in_tf_with:
-            raise Refusal("unsupported-order", "a loop whose invariant arithmetic may raise, "
-                          "where the call cannot be handed back to the host",
-                          "compute it before the loop", self.parsed.filename, stmt.lineno)
-        self.recompute[stmt.targets[0].id] = stmt.value
-        return raising.attempt(stmt)
-
     def _observed(self, stmts: list[gast.stmt]) -> list[gast.stmt]:
         """`stmts` for the profile program: observations before the statements that have a
         gate, inside the loops and branches the TF part follows too."""
@@ -251,6 +244,9 @@ class _Partition:
             elif anno.has(stmt, Key.ITERATED) and anno.get(stmt, Key.PLACE) == Place.HOST:
                 stmt = copy.copy(stmt)  # what each iteration binds (Facts.iterables)
                 stmt.body = _iteration_observed(stmt) + stmt.body
+            if anno.has(stmt, Key.OUTLINE):  # a training loop's body, sliced on its own
+                self.outlines.append(anno.get(stmt, Key.OUTLINE))
+                stmt = outline.profile_loop(stmt, len(self.outlines) - 1)
             out.append(raising.recomputed(stmt, self.recompute))
         return out
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import gast
 
-from . import activity, anno, callees, crossings, hoist, kinds, nodes, partition, placement, splice
+from . import activity, anno, callees, crossings, hoist, kinds, nodes, outline, partition, placement, splice
 from .anno import Key
 from .errors import Refusal
 from .facts import Facts, Kind
@@ -48,6 +48,7 @@ def slice_function(fn: Callable, facts: Facts) -> SlicePlan:
 
 def _analysed(fn: Callable, facts: Facts) -> Parsed:
     parsed = parse(fn)
+    outline.mark(parsed.node, parsed.fn.__code__.co_freevars)  # (before a pass changes it)
     _check_args(parsed)
     _explicit_end(parsed.node)
     _drop_final_dels(parsed.node)

@@ -132,6 +132,9 @@ class SlicePlan:
     # the paths of the flags whose `if` the plan took one branch of (hoist._taken): a plan
     # is shared only by calls whose flags have the same values (host/variants/builder.py)
     folds: tuple[str, ...] = ()
+    # training loops whose body a profile call runs as a function gpe slices, after a few
+    # passes (slicer/outline.py): each an outline.Outline, in the profile program's order
+    outlines: tuple = ()
 
     @property
     def host_source(self) -> str:

@@ -13,7 +13,24 @@ import copy
 
 import gast
 
-from . import nodes, templates
+from . import anno, nodes, templates
+from .anno import Key
+from .errors import Refusal
+
+
+def attempted(stmt: gast.stmt, recompute: dict, handed_back: bool, filename: str
+              ) -> gast.stmt:
+    """A host statement as the host program runs it: a hoisted temporary that may raise
+    (Key.RAISES) under a `try`, its expression kept in `recompute`, where the call can be
+    handed back to the host (`handed_back`: a plan that is rescuable there)."""
+    if not anno.get(stmt, Key.RAISES):
+        return stmt
+    if not handed_back:
+        raise Refusal("unsupported-order", "a loop whose invariant arithmetic may raise, "
+                      "where the call cannot be handed back to the host",
+                      "compute it before the loop", filename, stmt.lineno)
+    recompute[stmt.targets[0].id] = stmt.value
+    return attempt(stmt)
 
 
 def attempt(stmt: gast.Assign) -> gast.stmt:

@@ -44,7 +44,7 @@ def _kind(opname: str) -> str:
     return opname
 
 
-def _fingerprint(code: types.CodeType) -> list:
+def fingerprint(code: types.CodeType) -> list:
     first = code.co_firstlineno
     out: list = [code.co_name]
     closure = False  # the tuple of cells a nested function (a comprehension) closes over
@@ -63,7 +63,7 @@ def _fingerprint(code: types.CodeType) -> list:
         closure = False
         kind = _kind(ins.opname)
         if isinstance(ins.argval, types.CodeType):
-            arg = ("code", tuple(_fingerprint(ins.argval)))
+            arg = ("code", tuple(fingerprint(ins.argval)))
         elif kind in ("LOAD_NAME", "STORE_NAME", "DELETE_NAME", "LOAD_CONST", "LOAD_ATTR",
                       "STORE_ATTR", "DELETE_ATTR", "LOAD_METHOD", "IMPORT_NAME",
                       "IMPORT_FROM") or ins.opname in _KEEP_ARGS:
@@ -95,4 +95,4 @@ def same_code(fn: Callable, source: str, filename: str) -> bool:
         code = _compiled(fn, source, filename)
     except (SyntaxError, ValueError):
         return False
-    return code is not None and _fingerprint(code) == _fingerprint(fn.__code__)
+    return code is not None and fingerprint(code) == fingerprint(fn.__code__)

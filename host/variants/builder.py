@@ -20,6 +20,7 @@ from ..facts import oracle, signature
 from .elements import with_given
 from .loader import load
 from .stubs import Raised
+from ..call.outlined import Outlined
 from ..runtime.trace import TRACER
 from ..speculation.speculation import (Assumptions, NotObserved, channel_specs, leaf_shapes,
                                        sent_numbers,
@@ -60,6 +61,7 @@ class Builder:
         self.refusals: dict[tuple, Refusal] = {}  # plan key -> the slicer's refusal
         self.iterables: dict[int, dict] = {}  # id(plan) -> its Facts.iterables
         self.unbuilt_tries = 0
+        self.outlined = Outlined(self.owner)  # training loops' bodies (slicer/outline.py)
         self.unguessed: set[int] = set()  # id(plan) of plans not to speculate on (_guessed)
 
     def plan(self, values: dict) -> SlicePlan:
@@ -170,7 +172,8 @@ class Builder:
 
         program = load(None, plan.profile, self.owner.fn,
                        {"_gpe_obs": observe, "_gpe_obs_call": observe_call,
-                        "_gpe_rt": _PROFILING})
+                        "_gpe_rt": _PROFILING,
+                        "_gpe_obs_outlined": self.outlined.taker(plan.outlines)})
         return program(*args, **kwargs), observed
 
     def _fold_or_send(self, exc: PartError, plan: SlicePlan, runs: list) -> None:

@@ -1,0 +1,212 @@
+"""Training loops in a function called once: the loop's body, outlined as a function of
+its own, runs sliced from the loop's fourth iteration of a profile call on.
+
+A function gets sliced after its profile calls (three by default); a `main()` or
+`train(lambd)` that holds the whole training loop is called once or twice, so every step
+of it ran eagerly. The body of its innermost loop holding a `with tf.GradientTape()`
+block is the training step: `mark(fn)` finds such loops whose body can run as a function
+without changing what it does, and gives each `Key.OUTLINE` (an `Outline`). The profile
+program (slicer/partition.py) then calls that function, sliced by gpe as any function is,
+in place of the body once the loop has run a few iterations in the call
+(host/call/outlined.py makes it from the body's own lines, so its messages name them).
+
+A body qualifies when its statements can only end by falling through (no `return`,
+`yield`, `break`/`continue` of this loop, `global`, `nonlocal`, `del`, `try`, nested
+function or class, no call of `locals`/`vars`/`eval`/`exec`/`super`), every name it reads from the
+function is bound before the loop (a parameter, a name assigned at the top of a block the
+loop is in, before it, or an enclosing loop's target), and every name it assigns is
+assigned on every pass (outside `if`/`for`/`while`) or also read from before: the call
+`names = body(args)` then binds what the body would have, of the names read after it.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import gast
+
+from . import anno, nodes, scope, templates
+from .anno import Key
+
+_FORBIDDEN = (gast.Return, gast.Yield, gast.YieldFrom, gast.Await, gast.Global,
+              gast.Nonlocal, gast.Delete, gast.FunctionDef, gast.AsyncFunctionDef,
+              gast.Lambda, gast.ClassDef, gast.Try, gast.AsyncFor, gast.AsyncWith)
+_FRAME_READERS = frozenset({"locals", "vars", "eval", "exec", "super", "globals", "dir"})
+_BRANCHING = (gast.If, gast.For, gast.While, gast.Try, gast.AsyncFor, gast.AsyncWith)
+
+
+@dataclass(frozen=True)
+class Outline:
+    lineno: int                # the loop's line
+    first: int                 # the body's first and last lines in the user's file
+    last: int
+    params: tuple[str, ...]    # what the body reads from the function, in this order
+    stores: tuple[str, ...]    # what it binds that is read after it, returned in this order
+
+
+def mark(fn: gast.FunctionDef, freevars: tuple = ()) -> None:
+    """Key.OUTLINE on each innermost loop of `fn` holding a tape whose body qualifies
+    (`freevars`: the function's closure names, which the body gets as arguments)."""
+    local = _stored(fn) | _arguments(fn)
+    for loop, bound in _loops(fn.body, _arguments(fn) | frozenset(freevars)):
+        inside = {id(n) for stmt in loop.body for n in scope.reads(stmt)}
+        live = frozenset(n.id for n in scope.reads(fn) if id(n) not in inside)
+        outline = _outline(loop, bound, local | frozenset(freevars), live)
+        if outline is not None:
+            anno.set(loop, Key.OUTLINE, outline)
+
+
+def _arguments(fn: gast.FunctionDef) -> frozenset:
+    args = fn.args
+    every = args.posonlyargs + args.args + args.kwonlyargs + \
+        [a for a in (args.vararg, args.kwarg) if a is not None]
+    return frozenset(a.id for a in every)
+
+
+def _loops(block: list, bound: frozenset):
+    """(loop, names bound before it) for each `for` holding a tape and no inner such loop."""
+    for stmt in block:
+        if isinstance(stmt, gast.For):
+            inner = bound | _stored(stmt.target)
+            found = list(_loops(stmt.body, inner))
+            if found:
+                yield from found
+            elif _holds_tape(stmt.body):
+                yield stmt, inner
+        elif isinstance(stmt, (gast.With, gast.If, gast.While, gast.Try)):
+            for body in _blocks(stmt):
+                yield from _loops(body, bound)
+        if not isinstance(stmt, _BRANCHING):
+            bound = bound | _stored(stmt)
+
+
+def _blocks(stmt) -> list:
+    out = [getattr(stmt, f, []) for f in ("body", "orelse", "finalbody")]
+    return out + [h.body for h in getattr(stmt, "handlers", [])]
+
+
+def _holds_tape(body: list) -> bool:
+    for stmt in body:
+        for node in nodes.walk(stmt):
+            if isinstance(node, gast.withitem) and _dotted(node.context_expr).endswith(
+                    "GradientTape"):
+                return True
+    return False
+
+
+def _dotted(node) -> str:
+    if isinstance(node, gast.Call):
+        node = node.func
+    parts = []
+    while isinstance(node, gast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join(reversed(parts + ([node.id] if isinstance(node, gast.Name) else [])))
+
+
+def _stored(node) -> frozenset:
+    """Names a statement (or target) binds in the function's own scope."""
+    return frozenset(n.id for n in scope.walk(node) if isinstance(n, gast.Name) and
+                     isinstance(n.ctx, gast.Store)) | frozenset(
+        (a.asname or a.name).split(".")[0] for n in nodes.walk(node)
+        if isinstance(n, (gast.Import, gast.ImportFrom)) for a in n.names)
+
+
+def _outline(loop: gast.For, bound: frozenset, local: frozenset, live: frozenset
+             ) -> Outline | None:
+    """`live`: the names the function reads outside the body (what it returns of those it
+    binds; a tape or the step's gradients, read only inside, stay inside)."""
+    body = loop.body
+    if loop.orelse or not _plain(body):
+        return None
+    stores = frozenset().union(*(_stored(s) for s in body))
+    free, always = _free_reads(body, frozenset())
+    # what the body reads of the function's names before it binds them comes from before
+    # the loop, and a name bound on some passes only keeps that value on the others: each
+    # must be bound there (a global or builtin it reads is its own global too)
+    needed = stores & (live | free)  # (an inner loop's target read nowhere else is not)
+    params = sorted((free & local) | (needed - always))
+    if any(n not in bound for n in params):
+        return None
+    first = body[0].lineno
+    last = max(getattr(n, "end_lineno", None) or getattr(n, "lineno", first)
+               for n in nodes.walk(body[-1]))
+    return Outline(loop.lineno, first, last, tuple(params), tuple(sorted(needed)))
+
+
+def _plain(body: list) -> bool:
+    for stmt in body:
+        for node in _own(stmt):
+            if isinstance(node, _FORBIDDEN) or isinstance(node, gast.Call) and isinstance(
+                    node.func, gast.Name) and node.func.id in _FRAME_READERS:
+                return False
+            if isinstance(node, gast.NamedExpr):
+                return False
+    return all(not isinstance(n, (gast.Break, gast.Continue))
+               for stmt in body for n in _this_loop(stmt))
+
+
+def _own(stmt):
+    """The nodes of `stmt`, nested functions' and lambdas' own bodies left out (their
+    headers are seen: _FORBIDDEN refuses them)."""
+    todo = [stmt]
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (gast.FunctionDef, gast.Lambda, gast.ClassDef)):
+            todo.extend(nodes.children(node))
+
+
+def _this_loop(stmt):
+    """The statements a `break` or `continue` in which would end this loop's pass."""
+    todo = [stmt]
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (gast.For, gast.While, gast.FunctionDef, gast.Lambda,
+                                 gast.ClassDef)):
+            todo.extend(nodes.children(node))
+        elif isinstance(node, (gast.For, gast.While)):
+            todo.extend(node.orelse)
+
+
+def _free_reads(body: list, assigned: frozenset) -> tuple[frozenset, frozenset]:
+    """(names `body` may read before binding them, after `assigned` were bound; the names
+    then bound on every pass: not inside a branch or a loop), in statement order."""
+    free = frozenset()
+    for stmt in body:
+        if isinstance(stmt, gast.With):
+            for item in stmt.items:
+                free |= {n.id for n in scope.reads(item.context_expr)} - assigned
+                if item.optional_vars is not None:
+                    assigned |= _stored(item.optional_vars)
+            inner, assigned = _free_reads(stmt.body, assigned)
+            free |= inner
+        elif isinstance(stmt, gast.For):  # its target is bound in its body
+            free |= {n.id for n in scope.reads(stmt.iter)} - assigned
+            free |= _free_reads(stmt.body, assigned | _stored(stmt.target))[0]
+            free |= _free_reads(stmt.orelse, assigned)[0]
+        elif isinstance(stmt, (gast.If, gast.While)):
+            free |= {n.id for n in scope.reads(stmt.test)} - assigned
+            free |= _free_reads(stmt.body, assigned)[0] | _free_reads(stmt.orelse, assigned)[0]
+        else:
+            free |= {n.id for n in scope.reads(stmt)} - assigned
+            assigned |= _stored(stmt)
+    return free, assigned
+
+
+def profile_loop(loop: gast.For, k: int) -> gast.For:
+    """The profile program's copy of an outlined loop (the k-th of the plan's outlines): a
+    pass calls the sliced body where the host gives one (host/call/outlined.py), else runs
+    the statements as written, observed."""
+    outline = anno.get(loop, Key.OUTLINE)
+    call = templates.expr(f"_gpe_o({', '.join(outline.params)})")
+    taken = templates.replace(
+        f"_gpe_o = _gpe_obs_outlined({k})\nif _gpe_o is not None:\n    __call__\n"
+        "else:\n    __body__",
+        __call__=[templates.replace("t = c", t=templates.names(outline.stores, store=True),
+                                    c=call)[0] if outline.stores else gast.Expr(value=call)],
+        __body__=loop.body)
+    loop = copy.copy(loop)
+    loop.body = taken
+    return loop

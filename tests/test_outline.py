@@ -1,0 +1,112 @@
+"""A training function called once or twice (d2l's `train(lambd)` in weight decay, a
+script's `main()`): it never gets past its profile calls, so every step ran eagerly. The
+body of its training loop now runs, after a few passes of the loop in a profile call, as
+a function of its own that gpe slices (slicer/outline.py). Lambdas (`net = lambda X:
+...`) are callees as defs are. Everything observable matches eager; most of the loop's
+TF work runs in the graph."""
+import io
+import contextlib
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gpe
+from gpe.host.runtime.opcount import eager_ops
+from harness import check, same
+
+RNG = np.random.default_rng(0)
+DATA = [(tf.constant(RNG.normal(size=(4, 5)), tf.float32),
+         tf.constant(RNG.normal(size=(4, 1)), tf.float32)) for _ in range(4)]
+
+
+def train(lambd, data, epochs):
+    """d2l's weight decay from scratch, in small (its `train`, with its lambdas)."""
+    w = tf.Variable(tf.ones((5, 1)))
+    b = tf.Variable(tf.zeros(1))
+    net, loss = lambda X: tf.matmul(X, w) + b, lambda y_hat, y: (y_hat - y) ** 2 / 2
+    lr, n = 0.03, 0
+    for epoch in range(epochs):
+        for X, y in data:
+            with tf.GradientTape() as tape:
+                l = tf.reduce_mean(loss(net(X), y)) + lambd * tf.reduce_sum(w ** 2)
+            grads = tape.gradient(l, [w, b])
+            for param, grad in zip([w, b], grads):
+                param.assign_sub(lr * grad)
+            n += 1
+        print("epoch", epoch, float(l))
+    return w, b, n
+
+
+def train_with_break(data, epochs):
+    """A pass that may end the loop early: not outlined (it runs as written)."""
+    w = tf.Variable(tf.ones((5, 1)))
+    for epoch in range(epochs):
+        for X, y in data:
+            with tf.GradientTape() as tape:
+                l = tf.reduce_mean(tf.square(tf.matmul(X, w) - y))
+            w.assign_sub(0.01 * tape.gradient(l, w))
+            if float(l) < 0.0:
+                break
+    return w
+
+
+def observed(fn, *args):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), eager_ops() as ops:
+        result = fn(*args)
+    return [v.numpy() if hasattr(v, "numpy") else v for v in result] if isinstance(
+        result, tuple) else result.numpy(), out.getvalue(), ops
+
+
+@pytest.mark.timeout(300)
+def test_a_training_function_called_once_runs_its_steps_in_the_graph():
+    eager = observed(train, 0.1, DATA, 5)
+    sliced = gpe.function(train, adaptive=False)
+    under = observed(sliced, 0.1, DATA, 5)
+    assert same(eager[0], under[0]) and eager[1] == under[1], (eager[:2], under[:2])
+    assert sliced.stats()["calls"] == 1 and sliced.stats()["graph_calls"] == 0
+    (body,) = sliced.builder.outlined.bodies.values()
+    stats = body.stats()
+    # 20 passes: 3 as written, then the body's own 3 profile calls, then sliced
+    assert stats["calls"] == 17 and stats["graph_calls"] >= 12, stats
+    # the forward and backward MatMul of each pass: eagerly only in passes not sliced
+    assert eager[2]["MatMul"] == 40 and under[2]["MatMul"] == 2 * (20 - stats["graph_calls"])
+
+
+@pytest.mark.timeout(300)
+def test_a_second_call_takes_the_sliced_body_after_its_first_passes():
+    eager = [observed(train, lambd, DATA, 4)[:2] for lambd in (0.0, 3.0)]
+    sliced = gpe.function(train, adaptive=False)
+    under = [observed(sliced, lambd, DATA, 4)[:2] for lambd in (0.0, 3.0)]
+    for a, b in zip(eager, under):
+        assert same(a[0], b[0]) and a[1] == b[1], (a, b)
+    (body,) = sliced.builder.outlined.bodies.values()
+    assert body.stats()["graph_calls"] >= 16, body.stats()  # (lambd is another key)
+
+
+@pytest.mark.timeout(300)
+def test_a_loop_that_may_break_is_not_outlined():
+    eager = observed(train_with_break, DATA, 3)
+    sliced = gpe.function(train_with_break, adaptive=False)
+    under = observed(sliced, DATA, 3)
+    assert same(eager[0], under[0])
+    assert sliced.builder.outlined.bodies == {}
+
+
+@pytest.mark.timeout(300)
+def test_a_lambda_called_in_the_tape_runs_in_the_graph():
+    """`net = lambda X: ...` passed to the step: judged and traced as a def is (before, a
+    host call: the tape's loss was made by host code, every call eager)."""
+    def make(log):
+        w = tf.Variable(tf.ones((5, 1)))
+        net = lambda X: tf.matmul(X, w)  # noqa: E731 (the shape under test)
+
+        def step(model, X, y):
+            with tf.GradientTape() as tape:
+                l = tf.reduce_mean(tf.square(model(X) - y))
+            w.assign_sub(0.01 * tape.gradient(l, w))
+            return l
+        return step, {"w": w}, [(net, X, y) for X, y in DATA]
+    under = check(make, None)
+    assert "MatMul" not in under.host_ops
