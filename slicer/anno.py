@@ -53,7 +53,7 @@ class Key(enum.Enum):
                 "(unrolled for the tree's shape), the host its host half (recursion.py)")
     OUTLINE = ("outline.Outline on a `for` holding a tape whose body can run as a function of "
                "its own (set by outline.mark): a profile call runs it so, sliced, once the loop "
-               "has run a few passes (partition.py _observed, host/call/outlined.py)")
+               "has run a few passes (partition.py _observed, host/variants/outlined.py)")
     RAISES = ("bool on a host temporary's assignment hoisted out of a loop (hoist.py "
               "_invariant_reads) whose arithmetic may raise (`1 - beta1 ** hp['t']`): the host "
               "computes it under a `try`; a failure sends a value no channel takes, so the call "

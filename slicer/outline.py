@@ -8,7 +8,7 @@ block is the training step: `mark(fn)` finds such loops whose body can run as a 
 without changing what it does, and gives each `Key.OUTLINE` (an `Outline`). The profile
 program (slicer/partition.py) then calls that function, sliced by gpe as any function is,
 in place of the body once the loop has run a few iterations in the call
-(host/call/outlined.py makes it from the body's own lines, so its messages name them).
+(host/variants/outlined.py makes it from the body's own lines, so its messages name them).
 
 A body qualifies when its statements can only end by falling through (no `return`,
 `yield`, `break`/`continue` of this loop, `global`, `nonlocal`, `del`, `try`, nested
@@ -197,7 +197,7 @@ def _free_reads(body: list, assigned: frozenset) -> tuple[frozenset, frozenset]:
 
 def profile_loop(loop: gast.For, k: int) -> gast.For:
     """The profile program's copy of an outlined loop (the k-th of the plan's outlines): a
-    pass calls the sliced body where the host gives one (host/call/outlined.py), else runs
+    pass calls the sliced body where the host gives one (host/variants/outlined.py), else runs
     the statements as written, observed."""
     outline = anno.get(loop, Key.OUTLINE)
     call = templates.expr(f"_gpe_o({', '.join(outline.params)})")

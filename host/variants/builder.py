@@ -20,7 +20,7 @@ from ..facts import oracle, signature
 from .elements import with_given
 from .loader import load
 from .stubs import Raised
-from ..call.outlined import Outlined
+from .outlined import Outlined
 from ..runtime.trace import TRACER
 from ..speculation.speculation import (Assumptions, NotObserved, channel_specs, leaf_shapes,
                                        sent_numbers,
