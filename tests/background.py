@@ -27,14 +27,16 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from typing import Any, Callable
 
 ENV: dict = {}
 _jobs: dict = {}   # key: its Future (pending, running or done)
-_queue: list = []  # (fn, Future) not yet taken: the thread takes the last
+_queue: list = []  # (fn, Future, key) not yet taken: the thread takes the last
 _wake = threading.Condition()
 _thread: threading.Thread | None = None
 _closing = False
+_T0 = time.perf_counter()
 
 
 def snapshot_environment() -> None:
@@ -48,7 +50,7 @@ def start(key: str, fn: Callable[[], Any]) -> None:
         if key in _jobs or _closing:
             return
         _jobs[key] = job = concurrent.futures.Future()
-        _queue.append((fn, job))
+        _queue.append((fn, job, key))
         if _thread is None:
             _thread = threading.Thread(target=_work, name="gpe-tests-background", daemon=True)
             _thread.start()
@@ -62,13 +64,15 @@ def _work() -> None:
                 _wake.wait()
             if _closing:
                 return
-            fn, job = _queue.pop()  # the job whose test comes last
+            fn, job, key = _queue.pop()  # the job whose test comes last
         if not job.set_running_or_notify_cancel():  # its test took it: ran it itself
             continue
+        started = time.perf_counter()
         try:
             job.set_result(fn())
         except BaseException as exc:  # noqa: BLE001  raised where the test takes it
             job.set_exception(exc)
+        _log("ran", key, started)
 
 
 @atexit.register
@@ -86,9 +90,23 @@ def result(key: str, fn: Callable[[], Any]) -> Any:
     """The job's result (its exception raised here): waited for if it was started, else
     run now, in this thread."""
     job = _jobs.pop(key, None)
-    if job is None or job.cancel():  # never started (or still queued): run it here
-        return fn()
-    return job.result()
+    started = time.perf_counter()
+    try:
+        if job is None or job.cancel():  # never started (or still queued): run it here
+            return fn()
+        return job.result()
+    finally:
+        _log("ran here" if job is None or job.cancelled() else "waited for", key, started)
+
+
+def _log(what: str, key: str, started: float) -> None:
+    """GPE_TEST_JOBS_LOG=FILE: each job's time, in the background or in its test, and each
+    test's wait for one (where the suite's time goes)."""
+    path = os.environ.get("GPE_TEST_JOBS_LOG")
+    if path:
+        now = time.perf_counter()
+        with open(path, "a") as f:
+            f.write(f"{now - _T0:8.1f} {what:<10} {now - started:7.2f} s {key}\n")
 
 
 @contextlib.contextmanager

@@ -27,7 +27,7 @@ from gpe.tfprog import bundle as bundles
 from side_by_side import side_by_side
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-N = 50
+N = 16  # generated functions in the bundle, beside the 9 written out: a program calls two
 
 HELPERS = """
 import tensorflow as tf
