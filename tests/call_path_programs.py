@@ -10,6 +10,11 @@ def scaled(x):
 
 
 class Holder:
+    """An object whose attribute a sliced function reads (guarded by the attribute's
+    identity, through the parameter that holds the object)."""
+
+    value: tf.Variable
+
     def __init__(self, value):
         self.value = value
 
