@@ -14,7 +14,9 @@ A body qualifies when its statements can only end by falling through (no `return
 `yield`, `break`/`continue` of this loop, `global`, `nonlocal`, `del`, `try`, nested
 function or class, no call of `locals`/`vars`/`eval`/`exec`/`super`), every name it reads from the
 function is bound before the loop (a parameter, a name assigned at the top of a block the
-loop is in, before it, or an enclosing loop's target), and every name it assigns is
+loop is in, before it, or an enclosing loop's target), it touches no name another scope
+may change meanwhile (a global or nonlocal the function declares, its closure, a cell of
+its own it would assign), and every name it assigns is
 assigned on every pass (outside `if`/`for`/`while`) or also read from before: the call
 `names = body(args)` then binds what the body would have, of the names read after it.
 """
@@ -44,16 +46,29 @@ class Outline:
     stores: tuple[str, ...]    # what it binds that is read after it, returned in this order
 
 
-def mark(fn: gast.FunctionDef, freevars: tuple = ()) -> None:
-    """Key.OUTLINE on each innermost loop of `fn` holding a tape whose body qualifies
-    (`freevars`: the function's closure names, which the body gets as arguments)."""
+def mark(fn: gast.FunctionDef, code=None) -> None:
+    """Key.OUTLINE on each innermost loop of `fn` holding a tape whose body qualifies.
+    `code`: the function's code object, whose closure and cells the body must not touch."""
     local = _stored(fn) | _arguments(fn)
-    for loop, bound in _loops(fn.body, _arguments(fn) | frozenset(freevars)):
+    # names whose value the body would hold as a copy while something else may change
+    # them: globals and nonlocals it declares, nonlocals of its nested functions, its own
+    # closure (the body cannot share those cells); a cell of its own is read-only there
+    shared = frozenset(getattr(code, "co_freevars", ())) | frozenset(
+        name for n in nodes.walk(fn) if isinstance(n, (gast.Global, gast.Nonlocal))
+        for name in n.names)
+    cells = frozenset(getattr(code, "co_cellvars", ()))
+    for loop, bound in _loops(fn.body, _arguments(fn)):
         inside = {id(n) for stmt in loop.body for n in scope.reads(stmt)}
         live = frozenset(n.id for n in scope.reads(fn) if id(n) not in inside)
-        outline = _outline(loop, bound, local | frozenset(freevars), live)
-        if outline is not None:
-            anno.set(loop, Key.OUTLINE, outline)
+        outline = _outline(loop, bound, local, live)
+        if outline is None or shared & (set(outline.params) | _touched(loop.body)) or \
+                cells & frozenset().union(*(_stored(s) for s in loop.body)):
+            continue
+        anno.set(loop, Key.OUTLINE, outline)
+
+
+def _touched(body: list) -> frozenset:
+    return frozenset(n.id for stmt in body for n in scope.walk(stmt) if isinstance(n, gast.Name))
 
 
 def _arguments(fn: gast.FunctionDef) -> frozenset:
@@ -105,11 +120,13 @@ def _dotted(node) -> str:
 
 
 def _stored(node) -> frozenset:
-    """Names a statement (or target) binds in the function's own scope."""
+    """Names a statement (or target) binds in the function's own scope: assigned,
+    imported, a def's or a class's name (and, over-counted, what nested functions bind)."""
     return frozenset(n.id for n in scope.walk(node) if isinstance(n, gast.Name) and
                      isinstance(n.ctx, gast.Store)) | frozenset(
         (a.asname or a.name).split(".")[0] for n in nodes.walk(node)
-        if isinstance(n, (gast.Import, gast.ImportFrom)) for a in n.names)
+        if isinstance(n, (gast.Import, gast.ImportFrom)) for a in n.names) | frozenset(
+        n.name for n in nodes.walk(node) if isinstance(n, (gast.FunctionDef, gast.ClassDef)))
 
 
 def _outline(loop: gast.For, bound: frozenset, local: frozenset, live: frozenset

@@ -48,7 +48,7 @@ def slice_function(fn: Callable, facts: Facts) -> SlicePlan:
 
 def _analysed(fn: Callable, facts: Facts) -> Parsed:
     parsed = parse(fn)
-    outline.mark(parsed.node, parsed.fn.__code__.co_freevars)  # (before a pass changes it)
+    outline.mark(parsed.node, parsed.fn.__code__)  # (before any pass changes a loop)
     _check_args(parsed)
     _explicit_end(parsed.node)
     _drop_final_dels(parsed.node)

@@ -51,6 +51,25 @@ def train_with_break(data, epochs):
     return w
 
 
+def train_with_a_callback(data, epochs):
+    """The body reads `seen`, which a nested function rebinds (nonlocal) during the pass:
+    a body run as a function of its own would read a copy. Not outlined."""
+    w = tf.Variable(tf.ones((5, 1)))
+    seen, counts = 0, []
+
+    def note():
+        nonlocal seen
+        seen += 1
+    for epoch in range(epochs):
+        for X, y in data:
+            with tf.GradientTape() as tape:
+                l = tf.reduce_mean(tf.square(tf.matmul(X, w) - y))
+            w.assign_sub(0.01 * tape.gradient(l, w))
+            note()
+            counts.append(seen)
+    return w, counts
+
+
 def observed(fn, *args):
     out = io.StringIO()
     with contextlib.redirect_stdout(out), eager_ops() as ops:
@@ -91,6 +110,15 @@ def test_a_loop_that_may_break_is_not_outlined():
     sliced = gpe.function(train_with_break, adaptive=False)
     under = observed(sliced, DATA, 3)
     assert same(eager[0], under[0])
+    assert sliced.builder.outlined.bodies == {}
+
+
+@pytest.mark.timeout(300)
+def test_a_body_reading_a_name_another_scope_changes_is_not_outlined():
+    eager = observed(train_with_a_callback, DATA, 3)
+    sliced = gpe.function(train_with_a_callback, adaptive=False)
+    under = observed(sliced, DATA, 3)
+    assert same(eager[0], under[0]) and under[0][1] == list(range(1, 13))
     assert sliced.builder.outlined.bodies == {}
 
 
