@@ -138,3 +138,50 @@ def test_a_lambda_called_in_the_tape_runs_in_the_graph():
         return step, {"w": w}, [(net, X, y) for X, y in DATA]
     under = check(make, None)
     assert "MatMul" not in under.host_ops
+
+
+EDITED = '''import linecache
+import tensorflow as tf
+
+EDIT = None
+
+
+def train(data, w):
+    out = []
+    for i, x in enumerate(data):
+        with tf.GradientTape() as tape:
+            l = tf.reduce_sum(w * x)
+        w.assign_sub(0.1 * tape.gradient(l, w))
+        out.append(float(l))
+        if i == 1:
+            EDIT()
+    return out
+'''
+
+
+@pytest.mark.timeout(300)
+def test_a_file_edited_while_its_loop_runs_keeps_running_as_imported(tmp_path):
+    """The body is made from the file when a profile call first takes it: the file is
+    checked again then (here it was edited in the loop's second pass: 0.1 became 0.5),
+    and the loop goes on as Python runs it, never as the new text says."""
+    import importlib.util
+    import linecache
+    path = tmp_path / "edited_train.py"
+
+    def results(wrap):
+        path.write_text(EDITED)
+        linecache.checkcache(str(path))
+        spec = importlib.util.spec_from_file_location("edited_train", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+        def edit():
+            path.write_text(EDITED.replace("0.1 *", "0.5 *"))
+            linecache.checkcache(str(path))
+        module.EDIT = edit
+        train = wrap(module.train)
+        w = tf.Variable([1.0, 2.0])
+        return train([tf.constant([0.5, 1.0])] * 8, w), w.numpy(), train
+    eager, under = results(lambda f: f), results(lambda f: gpe.function(f, adaptive=False))
+    assert eager[0] == under[0] and same(eager[1], under[1]), (eager, under)
+    assert under[2].builder.outlined.bodies == {9: None}  # (the loop on line 9: none made)

@@ -5,7 +5,7 @@ function `def fn.<loop N>(params): <body>; return (stores,)`: compiled in a text
 keeps each line where it is in the file (so tracebacks and gpe's messages name the user's
 lines), registered with linecache under a name of its own so that gpe's parser reads it
 as any source, and run in `fn`'s globals. None where the lines do not make one (a body
-on its loop's line, a file changed since it was imported).
+on its loop's line, a file changed since `fn` was imported: checked again here).
 
 `Outlined` (one per SlicedFunction's builder) keeps, per loop, the body wrapped as a
 function gpe slices with the owner's options, and lets a profile call take it after
@@ -14,10 +14,12 @@ function gpe slices with the owner's options, and lets a profile call take it af
 from __future__ import annotations
 
 import collections
-import inspect
 import linecache
 import logging
 from typing import Any, Callable
+
+from ...slicer import Refusal
+from ...slicer.parser import parse
 
 log = logging.getLogger("gpe")
 
@@ -25,11 +27,11 @@ PASSES = 3  # passes of a loop a profile call runs as written before it takes th
 
 
 def body_function(fn: Callable, outline) -> Callable | None:
-    try:
-        filename = inspect.getsourcefile(fn)
-    except TypeError:
+    try:  # (the file as it is now must still be the code `fn` runs: parse checks it)
+        filename = parse(fn).filename
+    except Refusal:
         return None
-    lines = linecache.getlines(filename) if filename else []
+    lines = linecache.getlines(filename)
     if outline.first <= outline.lineno or len(lines) < outline.last:
         return None
     body = lines[outline.first - 1:outline.last]
