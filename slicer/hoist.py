@@ -306,8 +306,10 @@ class _Hoister(gast.NodeTransformer):
 
     def __init__(self, counter, to_host: bool):
         self.counter, self.to_host, self.pre = counter, to_host, []
+        self.stmt: gast.stmt | None = None
 
     def run(self, stmt: gast.stmt) -> list[gast.stmt]:
+        self.stmt = stmt
         if isinstance(stmt, (gast.Assign, gast.AnnAssign, gast.AugAssign, gast.Expr,
                              gast.Return)):
             if stmt.value is not None:
@@ -351,10 +353,10 @@ class _Hoister(gast.NodeTransformer):
                 not _tf_operation(node) or tf_evaluable(node):
             return False
         candidate, pre = copy.deepcopy(node), []
-        # (arithmetic that may raise moves too beside TF work that leaves nothing behind:
-        # `v / (1 - beta1 ** t)` raises, if it does, before anything observable ran)
+        # (arithmetic that may raise moves too where the statement calls nothing: `v / (1 -
+        # beta1 ** t)` raises, if it does, before anything observable ran)
         moves = (lambda child: pure_number(child) or number_arithmetic(child)) \
-            if effect_free(node) else pure_number
+            if self.stmt is not None and effect_free(self.stmt) else pure_number
 
         def numbers_out(parent: gast.AST) -> None:
             for field, value in gast.iter_fields(parent):

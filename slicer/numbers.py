@@ -71,11 +71,10 @@ def _arithmetic_operand(node: gast.expr) -> bool:
 
 
 def effect_free(node: gast.expr) -> bool:
-    """TF work that changes nothing and draws no random number: evaluated after a number
-    beside it that raised, as eager would, it leaves nothing behind."""
-    return all(anno.get(n.func, Key.KIND) == Kind.TF_OP and "random" not in (
-        getattr(n.func, "attr", "") + getattr(getattr(n.func, "value", None), "attr", ""))
-        for n in nodes.walk(node) if isinstance(n, gast.Call))
+    """TF work that calls nothing (arithmetic on tensors and variables, reads): evaluated
+    after a number beside it that raised, as eager would, it leaves nothing behind (a call,
+    even of a TF op, may draw a random number: `tf.nn.dropout`)."""
+    return not any(isinstance(n, gast.Call) for n in nodes.walk(node))
 
 
 def static_dim(node: gast.expr) -> bool:

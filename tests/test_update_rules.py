@@ -134,3 +134,17 @@ def test_a_power_that_overflows_raises_where_eager_raises():
     assert "OverflowError" in repr(run.results[5]), run.results
     assert any("computing it raised OverflowError" in reason
                for reason in run.target.stats()["guard_failures"]), run.target.stats()
+
+
+@pytest.mark.timeout(300)
+def test_a_power_beside_a_call_is_computed_where_python_computes_it():
+    """`print(log.append(t), v / (1 - b ** t))`: Python appends before the power raises;
+    the power may move before its statement only where the statement calls nothing."""
+    def make(log):
+        v = tf.Variable([1.0, 2.0])
+
+        def step(b, t):
+            print(log.append(t), v / (1 - b ** t))
+        return step, {"v": v}, [(0.9, t) for t in (1, 2, 3, -8000, 4)]
+    run = check(make, None, graph_calls=0)  # (the statement stays whole: no TF work left)
+    assert "OverflowError" in repr(run.results[3])
