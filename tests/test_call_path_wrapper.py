@@ -3,6 +3,8 @@ traced: each program below runs sliced (calls counted) and as eager, its wrapper
 (counted), none traced; where the wrapper must capture a value itself, it is traced."""
 from __future__ import annotations
 
+import types
+
 import pytest
 
 import call_path_programs as programs
@@ -53,3 +55,32 @@ def test_a_wrapper_capturing_a_value_itself_is_traced_and_calls_the_written_ones
     traced = sink.TRACES["wrapper"]
     _in_turn([programs.held_constant, programs.captured_strings])
     assert sink.TRACES["wrapper"] == traced + 1
+
+
+@pytest.mark.timeout(120)
+def test_a_traced_sink_calls_a_bundles_wrapper_by_name():
+    """A bundle's wrapper is a registered FunctionDef with nothing to call in Python
+    (bundle_load._Wrapper): a traced sink (another part's wrapper captures a value) calls
+    it by name. Stood in for here by a written wrapper seen as a bundle's: a program that
+    loaded a bundle and sliced a function capturing a string tensor raised TypeError."""
+    step, variables, calls = programs.mixed_entry([])
+    sliced = gpe.function(step, profile_calls=1)
+    results = [float(sliced(*args)) for args in calls[:2]]  # a profile call, a sliced one
+    part = next(iter(sliced.variants.values())).part.function
+    written = part.__dict__["_gpe_wrappers"]
+    kept = dict(written)  # (holds the written wrappers: their FunctionDefs stay registered)
+    for key, made in kept.items():
+        written[key] = types.SimpleNamespace(function_def=made.function_def,
+                                             captured_inputs=[])
+    traced = sink.TRACES["sink"]
+    strings, strings_vars, strings_calls = programs.captured_strings([])
+    other = gpe.function(strings, profile_calls=1)
+    for args, other_args in zip(calls[2:], strings_calls[2:]):
+        other(*other_args)
+        results.append(float(sliced(*args)))
+    assert sink.TRACES["sink"] > traced  # the group's sink was traced
+    eager_step, eager_vars, _ = programs.mixed_entry([])
+    assert results == [float(eager_step(*args)) for args in calls]
+    assert variables["v"].numpy().tolist() == eager_vars["v"].numpy().tolist()
+    assert sliced.stats()["graph_calls"] == 3 and other.stats()["graph_calls"] == 1
+    assert kept

@@ -38,6 +38,7 @@ from typing import Any, Sequence
 
 import tensorflow as tf
 from tensorflow.python.eager import context
+from tensorflow.python.eager.polymorphic_function import atomic_function
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import cond_v2, gen_array_ops, gen_data_flow_ops, \
     gen_resource_variable_ops, resource_variable_ops
@@ -71,7 +72,7 @@ def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[
     packed, offsets = _packed(parts)
     if any(w.captured_inputs for w in wrappers):  # the template passes resources only
         return _traced_sink(control, [
-            (lambda w=w, o=o: w(packed, tf.constant(o, tf.int32)))
+            (lambda w=w, o=o: _call(w, packed, tf.constant(o, tf.int32)))
             for w, o in zip(wrappers, offsets)], timer, acks, False)
     kind = "one" if len(parts) == 1 else "case"
     names = templates.instantiate(kind, timer is not None, acks is not None,
@@ -79,6 +80,21 @@ def build_sink(control: tf.queue.FIFOQueue, parts: Sequence[tuple[Any, Sequence[
     args = [control.queue_ref] + ([acks.queue_ref] if acks is not None else []) + \
         [packed, tf.constant(offsets, tf.int32)] + ([timer.handle] if timer is not None else [])
     return Sink(names, args, wrappers)
+
+
+def _call(wrapper, packed, offset) -> tf.Tensor:
+    """A wrapper's call inside a traced sink: its own (a traced one, a written one), or,
+    for a bundle's (its FunctionDef registered, nothing to call in Python), by name, as
+    a traced one's call is made."""
+    if callable(wrapper):
+        return wrapper(packed, offset)
+    attrs = context.context().function_call_options.as_attrs()
+    word = atomic_function.partitioned_call_op(
+        name=wrapper.function_def.signature.name, args=[packed, offset], is_stateful=True,
+        tout=[tf.int32.as_datatype_enum], config=attrs["config_proto"],
+        executor_type=attrs["executor_type"]).outputs[0]
+    word.set_shape([])  # (the loop's variable: a scalar)
+    return word
 
 
 _HOLDABLE = frozenset({tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int8, tf.int16,
