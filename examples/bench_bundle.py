@@ -39,8 +39,14 @@ instantiates the sink with the part inlined, then runs each kernel for the first
 its first function with a queue) before the clock, as any program that used TensorFlow
 before calling the library has. Prints medians and ratios.
 
-Measured 2026-11-27 on the 2-core machine shared with other work (load 2 to 4, medians
-of 9, one run; README's "Bundles against SavedModel"):
+At 033bf71 (README's "Bundles against SavedModel": load 4 to 9, medians of 18 processes
+per way, --warm 9), against 5607748 in turn with it: loaded 1.26x (1.10x), first call
+returned 1.04x (0.68x), in CPU time 0.89x (0.77x); with --warm 0.70x (0.46x), CPU 0.75x
+(0.53x). From source (5 processes each, load ~6): making the sink 26.8 ms against 45.9 ms
+(its wrapper written, not traced: wrapper_template.py).
+
+Measured 2026-11-27 at an earlier commit, on the 2-core machine shared with other work
+(load 2 to 4, medians of 9, one run):
   1. loaded:                 SavedModel  70.8 ms, gpe  67.5 ms (1.05x)
      first call returned:    SavedModel 137.6 ms, gpe 159.5 ms (0.86x; CPU 0.85x)
      with --warm (2nd run):  SavedModel  92.2 ms, gpe 129.6 ms (0.71x)
