@@ -9,6 +9,19 @@ def scaled(x):
     return x * SCALE
 
 
+def closure_scaled():
+    """A closure variable of the module global's name: the closure's is guarded."""
+    SCALE = tf.Variable(3.0)  # noqa: N806
+
+    def scaled_here(x):
+        return x * SCALE
+
+    def rebind(value):
+        nonlocal SCALE
+        SCALE = value
+    return scaled_here, rebind
+
+
 class Holder:
     """An object whose attribute a sliced function reads (guarded by the attribute's
     identity, through the parameter that holds the object)."""

@@ -39,6 +39,17 @@ def test_a_rebound_global_is_guarded_by_position(scale):
 
 
 @pytest.mark.timeout(120)
+def test_a_rebound_closure_variable_is_guarded_not_the_global_of_its_name():
+    scaled, rebind = programs.closure_scaled()
+    x = tf.constant(3.0)
+    sliced = _sliced(scaled, x)
+    assert float(sliced(x)) == 9.0
+    rebind(tf.Variable(5.0))
+    assert float(sliced(x)) == 15.0
+    assert sliced.stats()["guard_failures"], sliced.stats()
+
+
+@pytest.mark.timeout(120)
 def test_an_attribute_of_a_positional_argument_is_guarded():
     holder, x = programs.Holder(tf.Variable(2.0)), tf.constant(3.0)
     sliced = _sliced(programs.through, holder, x)

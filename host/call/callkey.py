@@ -59,10 +59,13 @@ class CallKeys:
     def guards(self, guards: tuple[str, ...]) -> None:
         self._guards = tuple(guards)
         self._split = tuple(g.split(".") for g in self._guards)
-        # (root, its index among the positional parameters or None, attributes): of_call
+        # (root, attributes, where of_call finds the root: its index among the positional
+        # parameters, -1 for the function's global (`lookup` where it is not there), or
+        # None: `lookup` (a closure variable, a callee's name))
         index = {name: i for i, name in enumerate(self._positional)}
-        self._paths = tuple((root, index.get(root), tuple(attrs))
-                            for root, *attrs in self._split)
+        code, cells = self.fn.__code__, self.fn.__closure__
+        self._paths = tuple((root, tuple(attrs), index.get(root, None if ":" in root or (
+            cells and root in code.co_freevars) else -1)) for root, *attrs in self._split)
 
     def values(self, args: tuple, kwargs: dict) -> dict:
         """The arguments by parameter name, defaults applied (TypeError if they do not
@@ -89,10 +92,15 @@ class CallKeys:
                 return None, None
             return self.key(values), values
         self.calls += 1
-        missing, by_identity = signature.MISSING, BY_IDENTITY
+        missing, by_identity, names = signature.MISSING, BY_IDENTITY, self.fn.__globals__
         key = list(map(signature.describe, args))
-        for root, index, attrs in self._paths:  # each guarded path, as `key` resolves it
-            obj = args[index] if index is not None else self.lookup(root)
+        for root, attrs, index in self._paths:  # each guarded path, as `key` resolves it
+            if index is None:
+                obj = self.lookup(root)
+            elif index < 0:
+                obj = names[root] if root in names else self.lookup(root)
+            else:
+                obj = args[index]
             for attr in attrs:
                 obj = getattr(obj, attr, missing)
             key.append(id(obj) if type(obj) in by_identity else guard_value(obj))
