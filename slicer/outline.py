@@ -10,9 +10,10 @@ program (slicer/partition.py) then calls that function, sliced by gpe as any fun
 in place of the body once the loop has run a few iterations in the call
 (host/variants/outlined.py makes it from the body's own lines, so its messages name them).
 
-A body qualifies when its statements can only end by falling through (no `return`,
-`yield`, `break`/`continue` of this loop, `global`, `nonlocal`, `del`, `try`, nested
-function or class, no call of `locals`/`vars`/`eval`/`exec`/`super`), every name it reads from the
+A body qualifies when it leaves only by falling through or by a `break` or `continue` of
+its loop (each becomes a `return` telling the loop whether to end; what it returns bound
+before the statement holding it): no `return`, `yield`, `global`, `nonlocal`, `del`,
+`try`, nested function or class, no call of `locals`/`vars`/`eval`/`exec`/`super`), every name it reads from the
 function is bound before the loop (a parameter, a name assigned at the top of a block the
 loop is in, before it, or an enclosing loop's target), it touches no name another scope
 may change meanwhile (a global or nonlocal the function declares, its closure, a cell of
@@ -44,6 +45,9 @@ class Outline:
     last: int
     params: tuple[str, ...]    # what the body reads from the function, in this order
     stores: tuple[str, ...]    # what it binds that is read after it, returned in this order
+    # the `break`s and `continue`s of the loop in the body: (line, column, end column,
+    # a break?); each becomes a `return` of the stores and whether the loop ends
+    exits: tuple[tuple[int, int, int, bool], ...] = ()
 
 
 def mark(fn: gast.FunctionDef, code=None) -> None:
@@ -138,6 +142,8 @@ def _outline(loop: gast.For, bound: frozenset, local: frozenset, live: frozenset
         return None
     stores = frozenset().union(*(_stored(s) for s in body))
     free, always = _free_reads(body, frozenset())
+    exits = [(j, n) for j, stmt in enumerate(body) for n in _this_loop(stmt)
+             if isinstance(n, (gast.Break, gast.Continue))]
     # what the body reads of the function's names before it binds them comes from before
     # the loop, and a name bound on some passes only keeps that value on the others: each
     # must be bound there (a global or builtin it reads is its own global too)
@@ -145,10 +151,15 @@ def _outline(loop: gast.For, bound: frozenset, local: frozenset, live: frozenset
     params = sorted((free & local) | (needed - always))
     if any(n not in bound for n in params):
         return None
+    for j, _ in exits:  # (what it returns there must be bound there: before that statement)
+        if needed - set(params) - _free_reads(body[:j], frozenset())[1]:
+            return None
     first = body[0].lineno
     last = max(getattr(n, "end_lineno", None) or getattr(n, "lineno", first)
                for n in nodes.walk(body[-1]))
-    return Outline(loop.lineno, first, last, tuple(params), tuple(sorted(needed)))
+    return Outline(loop.lineno, first, last, tuple(params), tuple(sorted(needed)), tuple(
+        (n.lineno, n.col_offset, n.end_col_offset, isinstance(n, gast.Break))
+        for _, n in exits))
 
 
 def _plain(body: list) -> bool:
@@ -159,8 +170,7 @@ def _plain(body: list) -> bool:
                 return False
             if isinstance(node, gast.NamedExpr):
                 return False
-    return all(not isinstance(n, (gast.Break, gast.Continue))
-               for stmt in body for n in _this_loop(stmt))
+    return True
 
 
 def _own(stmt):
@@ -212,17 +222,25 @@ def _free_reads(body: list, assigned: frozenset) -> tuple[frozenset, frozenset]:
     return free, assigned
 
 
+def holds(stmt: gast.stmt) -> bool:
+    """A loop or `if` (not itself outlined) with an outlined loop inside."""
+    return isinstance(stmt, (gast.For, gast.While, gast.If)) and not anno.has(
+        stmt, Key.OUTLINE) and any(anno.has(n, Key.OUTLINE) for n in nodes.walk(stmt))
+
+
 def profile_loop(loop: gast.For, k: int) -> gast.For:
     """The profile program's copy of an outlined loop (the k-th of the plan's outlines): a
     pass calls the sliced body where the host gives one (host/variants/outlined.py), else runs
     the statements as written, observed."""
     outline = anno.get(loop, Key.OUTLINE)
     call = templates.expr(f"_gpe_o({', '.join(outline.params)})")
+    names = outline.stores + ("_gpe_x",) * bool(outline.exits)  # (_gpe_x: the loop ends)
     taken = templates.replace(
         f"_gpe_o = _gpe_obs_outlined({k})\nif _gpe_o is not None:\n    __call__\n"
         "else:\n    __body__",
-        __call__=[templates.replace("t = c", t=templates.names(outline.stores, store=True),
-                                    c=call)[0] if outline.stores else gast.Expr(value=call)],
+        __call__=[templates.replace("t = c", t=templates.names(names, store=True),
+                                    c=call)[0] if names else gast.Expr(value=call)]
+        + templates.replace("if _gpe_x:\n    break") * bool(outline.exits),
         __body__=loop.body)
     loop = copy.copy(loop)
     loop.body = taken

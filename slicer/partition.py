@@ -244,6 +244,9 @@ class _Partition:
             elif anno.has(stmt, Key.ITERATED) and anno.get(stmt, Key.PLACE) == Place.HOST:
                 stmt = copy.copy(stmt)  # what each iteration binds (Facts.iterables)
                 stmt.body = _iteration_observed(stmt) + stmt.body
+            elif outline.holds(stmt):  # a host loop or branch holding an outlined loop
+                stmt = copy.copy(stmt)
+                stmt.body, stmt.orelse = self._observed(stmt.body), self._observed(stmt.orelse)
             if anno.has(stmt, Key.OUTLINE):  # a training loop's body, sliced on its own
                 self.outlines.append(anno.get(stmt, Key.OUTLINE))
                 stmt = outline.profile_loop(stmt, len(self.outlines) - 1)

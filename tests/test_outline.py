@@ -39,16 +39,35 @@ def train(lambd, data, epochs):
 
 
 def train_with_break(data, epochs):
-    """A pass that may end the loop early: not outlined (it runs as written)."""
+    """A `break` before the pass binds `l`, which is read after the loop: returned there,
+    `l` may be unbound. Not outlined (it runs as written)."""
     w = tf.Variable(tf.ones((5, 1)))
     for epoch in range(epochs):
         for X, y in data:
+            if float(tf.reduce_sum(X)) > 100.0:
+                break
             with tf.GradientTape() as tape:
                 l = tf.reduce_mean(tf.square(tf.matmul(X, w) - y))
             w.assign_sub(0.01 * tape.gradient(l, w))
-            if float(l) < 0.0:
+    return w, l
+
+
+def train_until(data, max_steps):
+    """`continue` and `break` of the loop (a step count reached): each a `return` of the
+    outlined body telling the loop whether to end."""
+    w = tf.Variable(tf.ones((5, 1)))
+    losses = []
+    for epoch in range(3):
+        for step, (X, y) in enumerate(data):
+            with tf.GradientTape() as tape:
+                l = tf.reduce_mean(tf.square(tf.matmul(X, w) - y))
+            w.assign_sub(0.01 * tape.gradient(l, w))
+            losses.append(float(l))
+            if step == 1:
+                continue
+            if len(losses) >= max_steps:
                 break
-    return w
+    return w, losses, l
 
 
 def train_with_a_callback(data, epochs):
@@ -105,7 +124,18 @@ def test_a_second_call_takes_the_sliced_body_after_its_first_passes():
 
 
 @pytest.mark.timeout(300)
-def test_a_loop_that_may_break_is_not_outlined():
+def test_a_loop_with_break_and_continue_ends_as_written():
+    eager = observed(train_until, DATA * 2, 14)
+    sliced = gpe.function(train_until, adaptive=False)
+    under = observed(sliced, DATA * 2, 14)
+    assert same(eager[0], under[0]) and len(under[0][1]) == 15, (eager[0], under[0])
+    (body,) = sliced.builder.outlined.bodies.values()
+    # 15 passes: 3 written, then 12 of the body (3 + 2 profile calls: `step` is folded first)
+    assert body.stats()["calls"] == 12 and body.stats()["graph_calls"] == 7, body.stats()
+
+
+@pytest.mark.timeout(300)
+def test_a_break_before_what_the_loop_returns_is_bound_is_not_outlined():
     eager = observed(train_with_break, DATA, 3)
     sliced = gpe.function(train_with_break, adaptive=False)
     under = observed(sliced, DATA, 3)

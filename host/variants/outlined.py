@@ -7,6 +7,9 @@ lines), registered with linecache under a name of its own so that gpe's parser r
 as any source, and run in `fn`'s globals. None where the lines do not make one (a body
 on its loop's line, a file changed since `fn` was imported: checked again here).
 
+A `break` or `continue` of the loop in the body is written as `return (stores, True)` or
+`(stores, False)` at its place on its line; the profile program ends the loop on True.
+
 `Outlined` (one per SlicedFunction's builder) keeps, per loop, the body wrapped as a
 function gpe slices with the owner's options, and lets a profile call take it after
 `PASSES` passes of the loop in that call (their observations build the owner itself).
@@ -37,10 +40,16 @@ def body_function(fn: Callable, outline) -> Callable | None:
     body = lines[outline.first - 1:outline.last]
     indent = body[0][:len(body[0]) - len(body[0].lstrip())]
     name = f"_gpe_loop{outline.lineno}"
-    stores = ", ".join(outline.stores)
+    returned = list(outline.stores)
+    for line, start, end, ends in sorted(outline.exits, reverse=True):  # (right to left)
+        text = body[line - outline.first]
+        body[line - outline.first] = \
+            f"{text[:start]}return ({', '.join(returned + [str(ends)])},){text[end:]}"
+    if outline.exits:
+        returned.append("False")
     text = "\n" * (outline.first - 2) + f"def {name}({', '.join(outline.params)}):\n" + \
         "".join(body) + ("" if body[-1].endswith("\n") else "\n") + \
-        f"{indent}return ({stores},)\n" * bool(outline.stores)
+        f"{indent}return ({', '.join(returned)},)\n" * bool(returned)
     source = f"{filename}#loop{outline.lineno}"
     try:
         code = compile(text, source, "exec")
