@@ -99,7 +99,21 @@ def sites(fn_node: gast.FunctionDef) -> dict[int, Any]:
             isinstance(stmt.value, gast.Call) and anno.has(stmt.value, Key.SPLICE) and (
                 id(stmt) in inside or  # (outside a tape a function gpe slices runs nested)
                 anno.get(stmt.value.func, Key.KIND) != Kind.SLICED_FN and
-                not anno.get(stmt.value, Key.SPLICE)[2])}
+                not anno.get(stmt.value, Key.SPLICE)[2] and
+                not _keeps_values(anno.get(stmt.value, Key.SPLICE)[0]))}
+
+
+def _keeps_values(fn: Any) -> bool:
+    """A callee that stores values in a container its object holds (`self.v_dvar[i] =
+    ...`, TF Core's Adam keeping its moments as tensors in lists): spliced, the caller's
+    key would hold those values, new at every call (it would never run sliced); outside a
+    tape such a call stays a call, on the host."""
+    try:
+        node = parse(fn).node
+    except Exception:  # noqa: BLE001 (no source: not spliced anyway)
+        return False
+    return any(isinstance(n, gast.Subscript) and isinstance(n.ctx, gast.Store) and
+               isinstance(n.value, gast.Attribute) for n in nodes.walk(node))
 
 
 def _own(stmts: list[gast.stmt]):
