@@ -160,10 +160,11 @@ def _block(stmts: list[gast.stmt], counter) -> list[gast.stmt]:
             pre = _Hoister(counter, to_host=True).run(stmt)
         else:
             pre = _Hoister(counter, to_host=False).run(stmt)
+        where = stmt  # (the statement's line, also where its whole expression moved)
         if isinstance(stmt, gast.Expr) and isinstance(stmt.value, gast.Name) and pre:
             stmt = None  # the whole expression moved into the TF part
         for new in pre + ([stmt] if stmt is not None else []):
-            gast.copy_location(new, pre[-1] if stmt is None else stmt)
+            gast.copy_location(new, where)
             anno.set(new, Key.ORIGIN, origin)
             out.append(new)
     return out
