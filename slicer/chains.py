@@ -297,3 +297,19 @@ def _walk_outside(stmt: gast.AST, items: set[int]):
     found = list(nodes.walk(stmt))
     deferred = any(isinstance(n, (gast.FunctionDef, gast.Lambda)) for n in found)
     return [n for n in found if deferred or id(n) not in items]
+
+
+def unchanged_reads(fn: gast.FunctionDef, rebound: set) -> set[int]:
+    """ids of the reads of a rebound argument made before the function may rebind it:
+    above its first store in the file and in no loop (`shape = X.shape` before `X =
+    sequence_mask(...)`, d2l's masked_softmax: the argument's static shape there)."""
+    first = {}
+    for node in nodes.walk(fn):
+        if isinstance(node, gast.Name) and node.id in rebound and isinstance(
+                node.ctx, (gast.Store, gast.Del)) and hasattr(node, "lineno"):
+            first[node.id] = min(first.get(node.id, node.lineno), node.lineno)
+    looped = {id(n) for loop in nodes.walk(fn) if isinstance(loop, (gast.For, gast.While))
+              for n in nodes.walk(loop)}
+    return {id(n) for n in nodes.walk(fn) if isinstance(n, gast.Name) and n.id in first
+            and isinstance(n.ctx, gast.Load) and id(n) not in looped
+            and getattr(n, "lineno", first[n.id]) < first[n.id]}

@@ -18,7 +18,7 @@ import gast
 from . import anno, arity, callsites, chainkinds, fnargs, nodes, reproduced, splice
 from .anno import Key
 from .facts import CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES, ORDERING_BUILTINS, STATIC_META, STRUCTURAL_BUILTINS, TF_KINDS, Facts, Kind
-from .chains import bound_names, chain_root, chain_value, fixed_items, is_range, is_static, mutated_roots, stable, static_value, stored_names
+from .chains import bound_names, chain_root, chain_value, fixed_items, is_range, is_static, mutated_roots, stable, static_value, stored_names, unchanged_reads
 from .hoist import tf_evaluable
 from .parser import MISSING, Parsed
 
@@ -54,6 +54,7 @@ class _Inferer:
         # their static shape is the loop channel's, checked each iteration (a batch that
         # does not fit is handed back), so `X.shape[0]` is known where the TF part is traced
         self.iterated_tensors: set[str] = set()
+        self.unchanged = unchanged_reads(parsed.node, self.rebound)
 
     # statements -------------------------------------------------------------------
     def block(self, stmts: list[gast.stmt]) -> None:
@@ -417,7 +418,8 @@ class _Inferer:
         """A tensor argument the function does not rebind whose dtype and every dimension
         the call key fixes (its static shape in the TF part is eager's)."""
         fact = self.facts.args.get(node.id) if isinstance(node, gast.Name) else None
-        return (fact is not None and fact.kind == Kind.TENSOR and node.id not in self.rebound
+        return (fact is not None and fact.kind == Kind.TENSOR and (
+            node.id not in self.rebound or id(node) in self.unchanged)
                 and fact.shape is not None and None not in fact.shape)
 
     def _Subscript(self, node: gast.Subscript) -> Kind:
@@ -493,3 +495,4 @@ class _Inferer:
 
 
 _is_static = is_static
+

@@ -22,7 +22,7 @@ import copy
 
 import gast
 
-from . import anno, nodes, outline, raising, scope, templates
+from . import anno, generated, nodes, outline, raising, scope, templates
 from .anno import Key
 from .chains import stored_names
 from .errors import Refusal
@@ -107,7 +107,7 @@ class _Partition:
                                       (f"in: {', '.join(entry)} (host->TF when the call "
                                        "starts)",)))
         tf_body += self.block(fn.body, ())
-        _declare_nonlocals(tf_body, frozenset(_bound(tf_body)))
+        generated.declare_nonlocals(tf_body, frozenset(generated.bound(tf_body)))
         profile += self._observed(fn.body)
         declarations = [s for s in w.host if isinstance(s, (gast.Global, gast.Nonlocal))]
         body = [s for s in w.host if not isinstance(s, (gast.Global, gast.Nonlocal))]
@@ -407,44 +407,6 @@ def _in_line_scope(stmt: gast.stmt) -> gast.stmt:
     return wrapped
 
 
-def _declare_nonlocals(body: list[gast.stmt], outer: frozenset) -> None:
-    """Declare `nonlocal` in each generated function the names it rebinds that an enclosing
-    generated function binds (its parameters aside)."""
-    for fn in _functions(body):
-        params = {a.id for a in fn.args.args}
-        here = _bound(fn.body)
-        shared = sorted((here & outer) - params)
-        if shared and anno.get(fn, Key.BRANCH):
-            # a branch's own copy, from the value before the `if` (`def _gpe_else1(x=x)`):
-            # as a nonlocal, what the branch traced first rebinds would be what the other
-            # reads (fuzz seed 12740). Its outputs are its parameters (crossings: CARRIED);
-            # another rebound name's value after the `if` is the host's (sent again)
-            fn.args.args += [templates.name(n) for n in shared]
-            fn.args.defaults += [templates.name(n) for n in shared]
-            params |= set(shared)
-        elif shared:
-            fn.body.insert(0, gast.Nonlocal(names=shared))
-        _declare_nonlocals(fn.body, outer | here | params)
-
-
-def _functions(body: list[gast.stmt]):
-    """The functions defined in `body`, also inside its `with`, `if`, `for` blocks (a
-    segment gated inside a tape is defined in the tape's `with`), not inside them."""
-    for stmt in body:
-        if isinstance(stmt, gast.FunctionDef):
-            yield stmt
-            continue
-        for field in ("body", "orelse", "finalbody"):
-            yield from _functions(getattr(stmt, field, None) or [])
-        for handler in getattr(stmt, "handlers", None) or []:
-            yield from _functions(handler.body)
-
-
-def _walk_scope(node):
-    """Nodes of `node` not inside a nested function, less comprehension variables."""
-    return scope.walk(node, skip=(gast.FunctionDef, gast.Lambda))
-
-
 def _computed(stmts: list[gast.stmt]) -> set[str]:
     """Names bound in `stmts` by computations: not by reading a name or an attribute chain
     of a value made elsewhere (`h = self.state`); a chain on a name computed earlier in
@@ -453,10 +415,10 @@ def _computed(stmts: list[gast.stmt]) -> set[str]:
     for stmt in stmts:
         root = _chain(stmt.value) if isinstance(stmt, gast.Assign) else None
         if root is not None and root not in computed:
-            reads |= _bound([stmt])
+            reads |= generated.bound([stmt])
         else:
-            computed |= _bound([stmt])
-    return _bound(stmts) - (reads - computed)
+            computed |= generated.bound([stmt])
+    return generated.bound(stmts) - (reads - computed)
 
 
 def _chain(node: gast.expr) -> str | None:
@@ -464,11 +426,6 @@ def _chain(node: gast.expr) -> str | None:
     while isinstance(node, gast.Attribute):
         node = node.value
     return node.id if isinstance(node, gast.Name) else None
-
-
-def _bound(stmts: list[gast.stmt]) -> set[str]:
-    return {n.id for s in stmts if not isinstance(s, gast.FunctionDef)
-            for n in _walk_scope(s) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
 
 
 def _plain_arguments(args: gast.arguments) -> gast.arguments:
