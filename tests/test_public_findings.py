@@ -116,3 +116,29 @@ def test_a_shape_read_before_the_argument_is_rebound_is_the_arguments():
         lens = tf.constant(rs.randint(1, 10, 4).astype(np.int32))
         assert np.array_equal(masked(X, lens).numpy(), sliced(X, lens).numpy())
     assert sliced.stats()["graph_calls"] >= 5, sliced.stats()
+
+
+def row_weighted_sum(Y):
+    maxlen = Y.shape[1]
+    return tf.reduce_sum(Y * tf.range(start=0, limit=maxlen, dtype=tf.float32)[None, :])
+
+
+def reshaped_by_a_sent_number(X, n):
+    Y = tf.reshape(X, (-1, n))
+    return row_weighted_sum(Y)
+
+
+@pytest.mark.xfail(strict=True, reason="open: a callee reading the static shape of a tensor "
+                   "the caller reshaped with a number the host sends traces it as None")
+@pytest.mark.timeout(300)
+def test_a_callee_reading_a_shape_the_host_sent_matches_eager():
+    """`n` changes every call, so the host sends it; `tf.reshape(X, (-1, n))` has an
+    unknown static dimension in the TF part, and the callee's `Y.shape[1]` traces as None
+    (`tf.range(limit=None)` is empty): sliced calls raise where eager returns. The trace
+    should fail instead (the variant refused: slow, never different), or the dimension be
+    known."""
+    sliced = gpe.function(reshaped_by_a_sent_number, adaptive=False)
+    for k in range(9):
+        n = (2, 4, 8)[k % 3]
+        X = tf.ones((16,))
+        assert reshaped_by_a_sent_number(X, n).numpy() == sliced(X, n).numpy()
