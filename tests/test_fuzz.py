@@ -16,7 +16,7 @@ import background
 from fuzz.differential import FINDINGS, Worker, call_args, run_seeds
 from fuzz.run import parse_seeds
 
-SEEDS = parse_seeds(os.environ.get("GPE_FUZZ_SEEDS", "0:40"))
+SEEDS = parse_seeds(os.environ.get("GPE_FUZZ_SEEDS", "0:20"))
 
 
 def _generated():
