@@ -142,3 +142,30 @@ def test_a_callee_reading_a_shape_the_host_sent_matches_eager():
         n = (2, 4, 8)[k % 3]
         X = tf.ones((16,))
         assert reshaped_by_a_sent_number(X, n).numpy() == sliced(X, n).numpy()
+
+
+class AddedInit(tf.keras.Model):
+    def call(self, X):
+        return self.net(X)
+
+
+def _added_init(self, arch):
+    super(AddedInit, self).__init__()
+    self.net = tf.keras.models.Sequential([tf.keras.layers.Dense(4)])
+    for width in arch:
+        self.net.add(tf.keras.layers.Dense(width))
+
+
+@pytest.mark.timeout(300)
+def test_an_init_attached_after_its_class_is_not_a_slicer_failure():
+    """d2l's `@add_to_class(ResNet) def __init__(self, arch, ...)`, wrapped by `gpe run` as
+    a function of the script: judging `self` before its Keras `__init__` ran failed (the
+    slicer: "'Net' object has no attribute 'built'"). Such a layer is not TF work yet; the
+    constructor runs as plain Python, as eagerly."""
+    from gpe.run import auto
+    init = auto(_added_init)
+    AddedInit.__init__ = lambda self, arch: init(self, arch)
+    outputs = [AddedInit((3, 2))(tf.ones((1, 5))).shape for _ in range(3)]
+    assert outputs == [(1, 2)] * 3
+    reasons = list(init.stats()["fallbacks"])
+    assert not any("slicer-error" in r for r in reasons), reasons

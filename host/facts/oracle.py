@@ -295,6 +295,8 @@ def _all_tf(layer: Any) -> bool:
         return False
     try:
         return _once("layers", layer, lambda: _all_tf_below(layer))
+    except AttributeError:  # a layer whose Keras __init__ has not run yet (a user's own
+        return False        # __init__ being sliced, before its super().__init__())
     finally:
         _stack().pop()
 
