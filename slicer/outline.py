@@ -92,7 +92,8 @@ def _loops(block: list, bound: frozenset):
                 yield from found
             elif _holds_tape(stmt.body):
                 yield stmt, inner
-        elif isinstance(stmt, (gast.With, gast.If, gast.While, gast.Try)):
+        elif isinstance(stmt, (gast.With, gast.If, gast.While)):  # (not in a `try`: an
+            # exception a pass raises would leave the handler what the pass had bound)
             for body in _blocks(stmt):
                 yield from _loops(body, bound)
         if not isinstance(stmt, _BRANCHING):
