@@ -39,7 +39,7 @@ def profiled(logdir: str, steps: int, read_now: bool) -> None:
     for i in range(10):  # profile calls and the build, before the profile
         step(*data[i % len(data)])
     float(history[-1])
-    with gpe.profile(logdir) as p:
+    with gpe.profile(logdir, calls="all") as p:  # (every call of the block)
         started = time.perf_counter()
         with HostTime(overlap=False) as host:
             for i in range(steps):

@@ -59,17 +59,13 @@ def _run(args) -> int:
     if args.script is None:
         args.parser.error("the following arguments are required: SCRIPT")
     _file(args.script)
-    if args.profile is None and (args.profile_calls is not None or args.profile_skip):
-        raise Usage("--profile-calls and --profile-skip go with --profile DIR")
-    if args.profile_calls is not None and args.profile_calls < 1 or args.profile_skip < 0:
-        raise Usage("--profile-calls must be at least 1 and --profile-skip at least 0")
+    calls = _profile_calls(args)
     status = 0
     observed = None
     try:
         if args.report or args.profile:  # the host's time, a TensorBoard profile
             from .observe import Observed
-            observed = Observed(args.report, args.profile, args.profile_calls,
-                                args.profile_skip)
+            observed = Observed(args.report, args.profile, calls, args.profile_skip)
             with observed.running():
                 run_script(args.script, args.args)
         else:
@@ -88,6 +84,26 @@ def _run(args) -> int:
             from .observe import tell
             tell(observed)
     return status
+
+
+def _profile_calls(args) -> int | str:
+    """--profile-calls as gpe.profile takes it (a number, or "all"), checked."""
+    from .host.diagnostics.profile import ALL, CALLS
+    if args.profile is None and (args.profile_calls is not None or
+                                 args.profile_skip is not None):
+        raise Usage("--profile-calls and --profile-skip go with --profile DIR")
+    calls = args.profile_calls
+    if calls is None:
+        calls = CALLS
+    elif calls != ALL:
+        try:
+            calls = int(calls)
+        except ValueError:
+            calls = 0
+    if calls != ALL and calls < 1 or args.profile_skip is not None and args.profile_skip < 0:
+        raise Usage("--profile-calls must be a number of calls (at least 1) or 'all', and "
+                    "--profile-skip at least 0")
+    return calls
 
 
 def _bench(args) -> int:
@@ -234,7 +250,7 @@ def main(argv=None) -> int:
     explain.set_defaults(run=_explain)
     run = commands.add_parser(
         "run", help="run a script with every function in it sliced",
-        usage="gpe run [-h] [--report] [--profile DIR [--profile-calls N] "
+        usage="gpe run [-h] [--report] [--profile DIR [--profile-calls N|all] "
               "[--profile-skip K]] SCRIPT [ARGS ...]",
         description="Run SCRIPT as __main__, with every top-level function and method in it, "
                     "and in the modules it imports from its own directory, handled as if "
@@ -245,16 +261,17 @@ def main(argv=None) -> int:
                           "why any call ran eagerly, and where the host's time went (to "
                           "stderr)")
     run.add_argument("--profile", metavar="DIR",
-                     help="write a TensorBoard profile of the run to DIR: TensorFlow's ops "
-                          "and gpe's calls, waits, fences and builds on one timeline (view: "
-                          "pip install 'gpe[profile]'; tensorboard --logdir DIR)")
-    run.add_argument("--profile-calls", metavar="N", type=int,
-                     help="profile a window of N calls of gpe functions (the first after "
-                          "--profile-skip), not the whole run: a profile costs per call "
-                          "recorded, and the rest runs at full speed")
-    run.add_argument("--profile-skip", metavar="K", type=int, default=0,
-                     help="with --profile-calls: the calls before the window opens "
-                          "(default 0)")
+                     help="write a TensorBoard profile to DIR of a window of the run's calls "
+                          "of gpe functions: TensorFlow's ops and gpe's calls, waits, fences "
+                          "and builds on one timeline (view: pip install 'gpe[profile]'; "
+                          "tensorboard --logdir DIR)")
+    run.add_argument("--profile-calls", metavar="N|all",
+                     help="the window's calls (default 20), or 'all': every call, builds "
+                          "included (a profile costs per call recorded: a small step's run "
+                          "takes about twice as long profiled whole)")
+    run.add_argument("--profile-skip", metavar="K", type=int,
+                     help="open the window after K calls of gpe functions (default: at the "
+                          "first call of a function that has run sliced, the steady state)")
     run.add_argument("script", metavar="SCRIPT", nargs="?",  # checked in _run: ARGS is
                      help="the Python script to run")  # optional, SCRIPT is not
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",

@@ -7,14 +7,14 @@ import contextlib
 import sys
 import time
 
-from .host.diagnostics.profile import HostTime, format_host_time, profile
+from .host.diagnostics.profile import CALLS, HostTime, format_host_time, profile
 
 
 class Observed:
     """Around the script's run (`with observed.running():`), then `told()` for stderr."""
 
-    def __init__(self, report: bool, profile_dir: str | None, calls: int | None = None,
-                 skip: int = 0):
+    def __init__(self, report: bool, profile_dir: str | None, calls: int | str = CALLS,
+                 skip: int | None = None):
         self.host = HostTime() if report else None
         self.profile = profile(profile_dir, calls=calls, skip=skip) if profile_dir else None
         self.run_s: float | None = None
@@ -37,19 +37,24 @@ class Observed:
         if self.host is not None and self.host.ledger is not None:
             lines.append(format_host_time(self.host, self.run_s))
         if self.profile is not None:
-            recorded = self.profile.recorded
-            window = "" if recorded is None else \
-                f" (a window of {recorded} calls after {self.profile.skip})"
-            if self.profile.path is not None:
-                lines.append(f"gpe: profile{window} written to {self.profile.path}; view it with "
-                             f"`tensorboard --logdir {self.profile.logdir}` (Profile tab, "
-                             "trace viewer; pip install 'gpe[profile]')")
-            elif recorded == 0:
-                lines.append(f"gpe: no profile was written to {self.profile.logdir}: the "
-                             f"run made {self.profile.skip} calls of gpe functions or fewer")
-            else:
-                lines.append(f"gpe: no profile was written to {self.profile.logdir}")
+            lines.append(self._told_profile())
         return "\n".join(lines)
+
+    def _told_profile(self) -> str:
+        p = self.profile
+        if p.path is not None:
+            every = "" if p.recorded is None else "; --profile-calls all records every call"
+            return (f"gpe: profile {p.describe()} written to {p.path}; view it with "
+                    f"`tensorboard --logdir {p.logdir}` (Profile tab, trace viewer; pip "
+                    f"install 'gpe[profile]'){every}")
+        if p.recorded is None or p.first is not None:  # (written nowhere TensorFlow said)
+            return f"gpe: no profile was written to {p.logdir}"
+        if p.skip is None:
+            return (f"gpe: no profile was written to {p.logdir}: no call of a gpe function "
+                    "ran sliced, so its window (from the first call of a function that had "
+                    "run sliced) never opened; --profile-skip 0 records from the first call")
+        return (f"gpe: no profile was written to {p.logdir}: the run made {p.skip} calls of "
+                "gpe functions or fewer")
 
 
 def tell(observed: Observed | None) -> None:

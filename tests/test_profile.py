@@ -22,6 +22,7 @@ import background
 import gpe
 from gpe.host.call import traced
 from gpe.host.call.function import SlicedFunction
+from gpe.host.diagnostics import profile as profile_module
 from gpe.host.diagnostics.profile import HostTime, events, format_host_time
 from gpe.host.runtime.trace import TRACER
 
@@ -73,7 +74,7 @@ def profiled_program(logdir: str) -> "gpe.profile":
     for _ in range(3):
         pair(x)
     W.numpy()  # the graph has finished those calls: no op of theirs in the profile
-    with gpe.profile(logdir) as p:
+    with gpe.profile(logdir, calls="all") as p:  # (every call, from the block's start)
         for _ in range(CALLS):
             loss = step(x)
         value = float(loss)  # WAIT
@@ -222,14 +223,51 @@ def test_a_window_that_cannot_start_is_told_at_the_blocks_end(tmp_path):
             finally:
                 tf.profiler.experimental.stop(save=False)
     assert len(values) == 3 and hooks == (False, None)
-    with gpe.profile(str(tmp_path / "whole")):
+    with gpe.profile(str(tmp_path / "whole"), calls="all"):
         with pytest.raises(tf.errors.AlreadyExistsError):
             gpe.profile(str(tmp_path / "window"), calls=2).__enter__()
         assert TRACER.window is None
 
 
-def test_gpe_run_profile_calls_window(tmp_path):
-    """`gpe run --profile DIR --profile-calls N --profile-skip K` (gpe/observe.py)."""
+@gpe.function(profile_calls=1, adaptive=False)
+def fresh(x):
+    return tf.reduce_sum(tf.sin(x) * 3.0)  # FRESH
+
+
+def test_a_profile_records_a_window_of_the_steady_state_by_default(tmp_path):
+    """gpe.profile(DIR) records 20 calls, from the first call of a function that has run
+    sliced: not its profile and build calls, nor the first sliced call that started its
+    graph; they ran inside the block, before the window."""
+    x = tf.ones([8, 8])
+    with gpe.profile(str(tmp_path)) as p:
+        for _ in range(30):
+            loss = fresh(x)
+        float(loss)
+    stats = fresh.stats()
+    assert stats["calls"] == 30 and 0 < stats["graph_calls"] < 30, stats
+    # every call before the first sliced one was a profile or build call (adaptive=False)
+    assert p.first == 30 - stats["graph_calls"] + 2 and p.recorded == profile_module.CALLS
+    found = events(p.path)
+    calls = [e for e in found if e.name == "gpe call fresh"]
+    assert len(calls) == 20 and all(c.stats == {"kind": "sliced", "variant": 1}
+                                    for c in calls), calls
+    assert not [e for e in found if e.name.startswith(("gpe slice", "gpe trace",
+                                                       "gpe instantiate"))]
+    sines = _ops(found, line_of("FRESH"), ":Sin", calls[0].line_id)
+    assert len(sines) >= 20 and sines[-1].start_ps >= calls[0].start_ps, len(sines)
+    for wrong in (0, "some", None, True):
+        with pytest.raises(ValueError):
+            gpe.profile(str(tmp_path), calls=wrong)
+
+
+@gpe.function(profile_calls=100)
+def never_sliced(x):
+    return tf.reduce_sum(x)
+
+
+def test_gpe_run_profile_window(tmp_path):
+    """`gpe run --profile DIR [--profile-calls N|all] [--profile-skip K]` (gpe/observe.py):
+    what it recorded, or why nothing, told at the end."""
     from gpe.cli import main
     from gpe.observe import Observed
     observed = Observed(False, str(tmp_path), 2, 1)
@@ -238,10 +276,19 @@ def test_gpe_run_profile_calls_window(tmp_path):
         for _ in range(4):
             step(x)
     assert observed.profile.recorded == 2
-    assert "gpe: profile (a window of 2 calls after 1) written to" in observed.told()
+    assert "gpe: profile of a window of 2 calls from call 2 of gpe functions (after 1) " \
+        "written to" in observed.told(), observed.told()
     assert len([e for e in events(observed.profile.path) if e.name == "gpe call step"]) == 2
+    nothing = Observed(False, str(tmp_path / "none"), 20, None)
+    with nothing.running():
+        for _ in range(3):
+            never_sliced(x)
+    assert nothing.profile.path is None and nothing.profile.first is None
+    assert "no call of a gpe function ran sliced" in nothing.told(), nothing.told()
     assert main(["run", "--profile-calls", "3", HERE]) == 2  # (without --profile)
-    assert main(["run", "--profile", str(tmp_path), "--profile-calls", "0", HERE]) == 2
+    for wrong in ("0", "some"):
+        assert main(["run", "--profile", str(tmp_path), "--profile-calls", wrong, HERE]) == 2
+    assert main(["run", "--profile", str(tmp_path), "--profile-skip", "-1", HERE]) == 2
 
 
 def test_host_time_parts_add_up_to_the_time_measured():
@@ -326,9 +373,17 @@ def test_gpe_run_report_and_profile():
         assert "overlap (gpe.timing, from the first call after a build on): wall" in section
         assert re.search(r"waiting on the graph for its values.*\n.*needed at train.py:15",
                          section), section
-        path = re.search(r"gpe: profile written to (\S+\.xplane\.pb);", run.stderr).group(1)
-        names = {e.name for e in events(path)}
-        assert "gpe call step" in names and "gpe slice step" in names, sorted(names)[:50]
+        # the profile: a window of 20 calls from the first call after step ran sliced
+        first, path = re.search(r"gpe: profile of a window of 20 calls from call (\d+) of gpe "
+                                r"functions \(the first of a function that had run sliced\) "
+                                r"written to (\S+\.xplane\.pb);", run.stderr).groups()
+        profile_calls = int(re.search(r"\(eager, observed\) \(x(\d+)\)", section).group(1))
+        build_calls = int(re.search(r"built a variant \(eager, observed\) \(x(\d+)\)",
+                                    section).group(1))
+        assert int(first) == profile_calls + build_calls + 2, (first, section)
+        found = events(path)
+        assert len([e for e in found if e.name == "gpe call step"]) == 20
+        assert not [e for e in found if e.name.startswith(("gpe slice", "gpe trace"))]
     finally:
         shutil.rmtree(PROFILE_DIR, ignore_errors=True)
 

@@ -30,54 +30,69 @@ from .timing import Timing, timing
 PLUGIN = os.path.join("plugins", "profile")
 
 
+ALL = "all"
+CALLS = 20  # the calls a profile records by default (a window: docs/profiling.md)
+
+
 class profile:
-    """`with gpe.profile(DIR) as p:` records a TensorBoard profile of the block in DIR:
-    TensorFlow's op events and gpe's host events (its calls, the host's waits on values,
-    fences, builds), on one timeline. After the block, `p.path` is the profile written
-    (`DIR/plugins/profile/<run>/<host>.xplane.pb`). View it with TensorBoard's profile
-    plugin: `pip install 'gpe[profile]'`, `tensorboard --logdir DIR`, Profile tab, trace
-    viewer.
+    """`with gpe.profile(DIR) as p:` records a TensorBoard profile in DIR of a window of
+    the block's calls of gpe functions: TensorFlow's op events and gpe's host events (its
+    calls, the host's waits on values, fences, builds), on one timeline. After the block,
+    `p.path` is the profile written (`DIR/plugins/profile/<run>/<host>.xplane.pb`), or
+    None where no window opened. View it with TensorBoard's profile plugin: `pip install
+    'gpe[profile]'`, `tensorboard --logdir DIR`, Profile tab, trace viewer.
 
-    `calls=N` records a window of the block instead: from the start of its first call of
-    a gpe function after `skip` of them, until N calls have ended (a call made inside
-    another's counts too); the rest of the block runs as fast as without a profile, and
-    the profile is written while the program goes on (joined at the block's end). A
-    profile's cost grows with the calls it records (docs/profiling.md).
+    `calls` (default 20): how many calls the window records, from the start of its first
+    (a call made inside another's counts too); `"all"`: every call, until the block ends.
+    `skip`: the calls before the window opens; by default (None) it opens at the first
+    call of a function that has run sliced (profiled, built and its graph started: the
+    steady state), and with `calls="all"` at the block's start (builds included). A
+    profile costs per call recorded, about as much again as a small step's call: outside
+    the window the calls run as fast as without a profile, and the window's profile is
+    written while the program goes on (joined at the block's end; docs/profiling.md).
 
-    At the end of the block (or window) the host waits for the graph to finish the calls
-    sent (an event of its own), so their ops are in the profile. One TensorFlow profile
-    records at a time: starting one while another runs raises TensorFlow's error."""
+    At the end of the window the host waits for the graph to finish the calls sent (an
+    event of its own), so their ops are in the profile. One TensorFlow profile records at
+    a time: starting one while another runs raises TensorFlow's error."""
 
-    def __init__(self, logdir: str, host_tracer_level: int = 2, calls: int | None = None,
-                 skip: int = 0):
-        if calls is not None and calls < 1 or skip < 0:
-            raise ValueError(f"a profile's window needs calls >= 1 and skip >= 0, got "
-                             f"calls={calls}, skip={skip}")
+    def __init__(self, logdir: str, calls: int | str = CALLS, skip: int | None = None):
+        if calls != ALL and (not isinstance(calls, int) or isinstance(calls, bool)
+                             or calls < 1) or skip is not None and skip < 0:
+            raise ValueError(f"a profile's window needs calls >= 1 (or {ALL!r}) and skip "
+                             f">= 0, got calls={calls!r}, skip={skip!r}")
         self.logdir = os.fspath(logdir)
-        self.options = tf.profiler.experimental.ProfilerOptions(
-            host_tracer_level=host_tracer_level, python_tracer_level=0,
-            device_tracer_level=1)
-        self.calls, self.skip = calls, skip
+        # (TensorFlow's options are its defaults: host_tracer_level 2 records the graph's
+        # ops, 1 would not; TensorFlow 2.21's Python API reads the levels as booleans and
+        # keeps its defaults whatever is given: docs/profiling.md)
+        self.calls = None if calls == ALL else calls  # None: until the block ends
+        self.skip = skip
         self.path: str | None = None
         self.recorded: int | None = None  # the window's calls (None: the whole block)
+        self.first: int | None = None  # the number of the window's first call
         self._before: set[str] = set()
         self._window: Window | None = None
         self._recording = False
 
+    @property
+    def whole(self) -> bool:
+        """Records the whole block, from its start."""
+        return self.calls is None and not self.skip
+
     def __enter__(self) -> "profile":
         self._before = set(_written(self.logdir))
-        self.recorded = None if self.calls is None else 0
-        if self.calls is None:
+        self.recorded = self.first = None
+        if self.whole:
             self._start()
         else:
             if _profiler_v2._profiler is not None:  # (TensorFlow's own check, at the start)
                 raise tf.errors.AlreadyExistsError(None, None, "Another profiler is running.")
+            self.recorded = 0
             self._window = Window(self)
             TRACER.start_window(self._window)
         return self
 
     def _start(self) -> None:
-        tf.profiler.experimental.start(self.logdir, options=self.options)
+        tf.profiler.experimental.start(self.logdir)
         self._recording = True
         TRACER.start_events()
 
@@ -109,14 +124,25 @@ class profile:
             new = [p for p in _written(self.logdir) if p not in self._before]
             self.path = max(new, key=os.path.getmtime) if new else None
 
+    def describe(self) -> str:
+        """What the profile recorded, in words (for `gpe run`'s message)."""
+        if self.recorded is None:
+            return "of every call"
+        opened = "the first of a function that had run sliced" if self.skip is None else \
+            f"after {self.skip}"
+        calls = "until the end" if self.calls is None else f"of {self.recorded} calls"
+        return f"of a window {calls} from call {self.first} of gpe functions ({opened})"
+
 
 class Window:
     """A profile of a window of the block's calls (profile(calls=N, skip=K)): told of
     each call's begin and end on the thread that entered the block (trace.Tracer.call),
-    it starts TensorFlow's profiler and gpe's events at the (K+1)-th call's begin and,
-    when N calls have ended since, waits for the graph to finish the calls sent, stops
-    gpe's events and has TensorFlow's profiler stopped and written by a thread of its own
-    (it releases the GIL while it collects and writes: the host goes on)."""
+    it starts TensorFlow's profiler and gpe's events at the begin of the (K+1)-th call
+    (K None: of the first call of a function that has run sliced) and, when N calls have
+    ended since (N None: at the block's end), waits for the graph to finish the calls
+    sent, stops gpe's events and has TensorFlow's profiler stopped and written by a
+    thread of its own (it releases the GIL while it collects and writes: the host goes
+    on)."""
 
     def __init__(self, owner: profile):
         self.profile = owner
@@ -126,9 +152,12 @@ class Window:
         self.writer: threading.Thread | None = None
         self.error: BaseException | None = None
 
-    def begun(self) -> None:
+    def begun(self, fn) -> None:
         self.begins += 1
-        if not self.open and not self.closed and self.begins > self.profile.skip:
+        if self.open or self.closed:
+            return
+        skip = self.profile.skip
+        if fn.stats_.graph_calls if skip is None else self.begins > skip:
             try:
                 self.profile._start()
             except Exception as exc:  # noqa: BLE001 (another profile started since: told
@@ -136,11 +165,13 @@ class Window:
                 TRACER.stop_window(self)
             else:
                 self.open = True
+                self.profile.first = self.begins
 
     def ended(self) -> None:
         if self.open:
             self.ends += 1
-            if self.ends >= self.profile.calls:
+            self.profile.recorded = self.ends
+            if self.profile.calls is not None and self.ends >= self.profile.calls:
                 self.close(background=True)
 
     def close(self, background: bool) -> None:

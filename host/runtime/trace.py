@@ -137,7 +137,7 @@ class Tracer:
         window = self.window
         if window is None or window.owner != _get_ident():
             return self._call(fn, args, kwargs, again)
-        window.begun()  # (may start the profile: before this call's event)
+        window.begun(fn)  # (may start the profile: before this call's event)
         try:
             if self.events or self.ledger is not None:
                 return self._call(fn, args, kwargs, again)
