@@ -365,6 +365,12 @@ def _pure(body: list[gast.stmt], sent: dict, tests: list, fresh: set) -> bool | 
                 return None
             effect = effect or any(branches)
             continue
+        if isinstance(stmt, gast.With) and anno.get(stmt, Key.PLACE) == Place.TF:
+            inner = _pure(stmt.body, sent, tests, fresh)  # (a host statement in a tape)
+            if inner is None:
+                return None
+            effect = effect or inner or bool(anno.get(stmt, Key.EFFECT))
+            continue
         if anno.get(stmt, Key.PLACE) not in (Place.TF, Place.BOTH):
             inner = _reproduced(stmt, sent, tests, fresh)
             if inner is None:

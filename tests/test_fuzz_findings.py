@@ -1015,3 +1015,43 @@ def test_seed7339_a_rescue_before_an_augmented_assignment_hands_back_its_target(
     stats = made[0].stats()
     assert stats["graph_calls"] >= 3, stats  # the helper's own and nested sliced calls
     assert any("no profile call had reached it" in g for g in stats["guard_failures"]), stats
+
+
+# seed 45534: a helper's tape block was judged by its `with` alone -------------------------
+# A callee is judged all TF work (traced into its caller's TF part) when every statement is
+# TF work; a `with tf.GradientTape()` is placed TF, and the statements inside it were not
+# looked at. A helper whose tape block called a host helper (`log.append(tf.cast(k, ...))`)
+# was traced: the append ran once, at tracing, leaving a graph tensor in the program's list,
+# and never again (eager 6 entries, gpe 3 and a SymbolicTensor).
+def test_seed45534_a_host_statement_in_a_helpers_tape_keeps_it_on_the_host():
+    def make(log):
+        def h0(a, k):
+            log.append(tf.cast(k, tf.float32))
+
+        def h1(a, b):
+            with tf.GradientTape() as tape3:
+                s6 = h0(0.1, 1)
+
+        def main(x, n, flag, scale):
+            t7 = h1(x, b=x)
+            return x * scale
+        return main, {}
+    # h1 runs on the host (its cast eagerly), main's multiplication in the graph
+    check(make, [(X, 3, False, 1.5)] * 6, host_ops_allowed=frozenset({"Cast"}))
+
+
+def test_a_print_in_a_helpers_tape_runs_at_every_call():
+    def make(log):
+        def grad_of_square(a):
+            with tf.GradientTape() as tape:
+                tape.watch(a)
+                y = tf.reduce_sum(a * a)
+                print("in the tape")
+            return tape.gradient(y, a)
+
+        def main(x):
+            g = grad_of_square(x)  # (sliced too: the print on its host, the rest in the graph)
+            return g
+        return main, {}
+    check(make, [(X,), (X * 2.0,), (-X,), (X,), (X * 2.0,), (-X,)], graph_calls=3,
+          profile_calls=3)
