@@ -1,6 +1,6 @@
 """What a profile costs: a 1,000-call run with and without `gpe.profile` (issue 31).
 
-    python tests/bench_profile.py [--calls 1000] [--repeats 7] [--windows 20,50]
+    python tests/bench_profile.py [--calls 1000] [--repeats 7] [--windows 50,100]
                                   [--skip 100] [--whole 0]
     python tests/bench_profile.py --adds-up
 
@@ -15,18 +15,23 @@ alike:
   HostTime, without its overlap timing);
 - tf profiler: TensorFlow's profiler alone around the run (its own op events; gpe's hooks
   off);
-- gpe.profile: `with gpe.profile(DIR):` around the run (TensorFlow's events and gpe's);
+- gpe.profile all: `with gpe.profile(DIR, calls="all"):` around the run, every call
+  recorded (TensorFlow's events and gpe's);
+- gpe.profile: `with gpe.profile(DIR):` around the run, the default: a window of 20 calls
+  from the first call of a function that has run sliced (here the run's first: the step
+  is built before);
 - gpe.profile calls=N: `with gpe.profile(DIR, calls=N, skip=--skip):` around the run, a
-  window of N calls recorded (one way per N of --windows).
+  window of N calls recorded after --skip calls (one way per N of --windows).
 
 Prints the median seconds of each and its ratio to off: the calls alone (a window's
 profile may still be being written then), the whole block with the profiler's start and
 stop (stopping collects and writes the profile: its cost grows with the events recorded)
 and the median of each round's ratio of that to the round's off ("paired"), and the
-process's CPU seconds. --whole N also times N rounds of whole processes, `gpe run
-SCRIPT` against `gpe run --profile DIR SCRIPT` and `gpe run --profile DIR --profile-calls
-N --profile-skip K SCRIPT` (the first of --windows), of a script making the same 1,000
-calls (interpreter start, imports and the build included). --adds-up instead runs
+process's CPU seconds, with the load average before and after. --whole N also times N
+rounds of whole processes, `gpe run SCRIPT` against `gpe run --profile DIR SCRIPT` (the
+default window) and `gpe run --profile DIR --profile-calls all SCRIPT`, of a script making
+the same 1,000 calls (interpreter start, imports and the build included), each round's
+ratio to that round's run without a profile and their median. --adds-up instead runs
 four examples under `gpe run --report` and prints the report's total (its parts add up
 to it) against the script's own clock, its first line to its exit. Not a test: the numbers depend on
 the machine.
@@ -55,7 +60,7 @@ import gpe  # noqa: E402
 import train_mlp  # noqa: E402
 from gpe.host.diagnostics.profile import HostTime  # noqa: E402
 
-BASE_WAYS = ("off", "report", "tf profiler", "gpe.profile")
+BASE_WAYS = ("off", "report", "tf profiler", "gpe.profile all", "gpe.profile")
 
 SCRIPT = """
 import sys
@@ -106,6 +111,8 @@ def way(name: str, logdir: str, skip: int):
         return HostTime(overlap=False)
     if name == "tf profiler":
         return tf_profiler(logdir)
+    if name == "gpe.profile all":
+        return gpe.profile(logdir, calls="all")
     if name == "gpe.profile":
         return gpe.profile(logdir)
     return gpe.profile(logdir, calls=int(name.rpartition("=")[2]), skip=skip)
@@ -123,17 +130,16 @@ def one_way(name: str, step, data, calls: int, logdir: str,
     return ran, time.perf_counter() - started, time.process_time() - cpu
 
 
-def whole(pairs: int, calls: int, window: int | None, skip: int) -> dict[str, list[float]]:
-    """Whole `gpe run` processes, without and with --profile (and a window), in turn."""
+def whole(pairs: int, calls: int) -> dict[str, list[float]]:
+    """Whole `gpe run` processes, without and with --profile (the default window, every
+    call), in turn."""
     folder = tempfile.mkdtemp(prefix="gpe-bench-profile-")
     script = os.path.join(folder, "run.py")
     with open(script, "w") as f:
         f.write(SCRIPT.format(examples=os.path.join(ROOT, "examples"), calls=calls))
     profile = ["--profile", os.path.join(folder, "p")]
-    ways = {"gpe run": [], "gpe run --profile": profile}
-    if window:
-        ways[f"... --profile-calls {window}"] = profile + [
-            "--profile-calls", str(window), "--profile-skip", str(skip)]
+    ways = {"gpe run": [], "gpe run --profile": profile,
+            "... --profile-calls all": profile + ["--profile-calls", "all"]}
     times: dict[str, list[float]] = {name: [] for name in ways}
     try:
         for _ in range(pairs):
@@ -194,7 +200,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--windows", default="20,50",
+    parser.add_argument("--windows", default="50,100",
                         help="the window sizes N of the `gpe.profile(calls=N)` ways")
     parser.add_argument("--skip", type=int, default=100,
                         help="the calls before a window opens (skip=)")
@@ -214,6 +220,7 @@ def main(argv=None) -> int:
         return 0
     ways = ["off"] + [w for w in args.ways.split(",") if w and w != "off"] + \
         [f"gpe.profile calls={n}" for n in args.windows.split(",") if n]
+    args.load = os.getloadavg()[0]
     data = train_mlp.make_data()
     history: list = []
     step = gpe.function(train_mlp.make_step(train_mlp.make_model(), history), adaptive=False)
@@ -236,22 +243,25 @@ def main(argv=None) -> int:
             print(f"  {'':<20} with s:  " + " ".join(f"{t:.4f}" for t in times[name][1]))
     report(times, args)
     if args.whole:
-        windows = [int(n) for n in args.windows.split(",") if n]
-        runs = whole(args.whole, args.calls, windows[0] if windows else None, args.skip)
-        base = statistics.median(runs["gpe run"])
+        runs = whole(args.whole, args.calls)
+        base = runs["gpe run"]
         print(f"whole processes, median of {args.whole} rounds (interpreter start, imports, "
-              f"build and {args.calls} calls):")
+              f"build and {args.calls} calls; paired: the median of each round's ratio); "
+              f"load average {os.getloadavg()[0]:.1f}:")
         for name, seconds in runs.items():
-            print(f"  {name:<20} {statistics.median(seconds):7.2f} s "
-                  f"{statistics.median(seconds) / base:7.3f}")
+            paired = statistics.median(s / b for s, b in zip(seconds, base))
+            print(f"  {name:<26} {statistics.median(seconds):7.2f} s "
+                  f"{statistics.median(seconds) / statistics.median(base):7.3f} "
+                  f"paired {paired:7.3f}")
     return 0
 
 
 def report(times: dict, args) -> None:
     off = [statistics.median(t) for t in times["off"]]
     print(f"{args.calls} sliced calls of examples/train_mlp.py's step, median of "
-          f"{args.repeats} rounds (the ways in turn in each round; windows after "
-          f"{args.skip} calls); load average {os.getloadavg()[0]:.1f}:")
+          f"{args.repeats} rounds (the ways in turn in each round; windows of calls=N after "
+          f"{args.skip} calls); load average {args.load:.1f} before, "
+          f"{os.getloadavg()[0]:.1f} after:")
     print(f"  {'way':<20} {'calls s':>9} {'x off':>7} {'with start/stop s':>18} "
           f"{'x off':>7} {'paired':>7} {'CPU s':>8} {'x off':>7}")
     for name, kept in times.items():

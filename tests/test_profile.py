@@ -87,12 +87,17 @@ def profiled_program(logdir: str) -> "gpe.profile":
 
 
 @pytest.fixture(scope="module")
-def profiled(tmp_path_factory):
+def profiled_path(tmp_path_factory):
     p = profiled_program(str(tmp_path_factory.mktemp("profile")))
     assert p.path is not None and p.path.endswith(".xplane.pb"), p.path
     run_folder = os.path.dirname(os.path.dirname(p.path))
     assert run_folder.endswith(os.path.join("plugins", "profile"))
-    return events(p.path)
+    return p.path
+
+
+@pytest.fixture(scope="module")
+def profiled(profiled_path):
+    return events(profiled_path)
 
 
 def _ops(found, line: int, op: str, host_line: int):
@@ -153,6 +158,34 @@ def test_profile_holds_the_sinks_ops_on_another_thread_in_order(profiled):
     assert matmuls[-1].start_ps >= calls[0].end_ps  # the host ran ahead: no call waited
     assert wait.end_ps >= sums[-1].end_ps  # the wait ended once the graph had the value
     assert fence.end_ps >= max(e.end_ps for e in assigns + sums)  # ...the last write
+
+
+def test_the_trace_viewer_shows_gpe_events_on_the_host_row(profiled_path):
+    """What TensorBoard's trace viewer shows: the profile converted by TensorFlow's own
+    converter (the profile plugin's `trace_viewer` tool): gpe's events, in the program's
+    order, on the row of the thread named `python` that made the calls; the sink's ops on
+    other rows."""
+    from tensorflow.python.profiler.internal import _pywrap_profiler_plugin
+    from tensorflow.tsl.profiler.protobuf import trace_events_pb2
+    data, ok = _pywrap_profiler_plugin.xspace_to_tools_data([profiled_path], "trace_viewer")
+    assert ok, data
+    trace = trace_events_pb2.Trace()
+    trace.ParseFromString(data)
+    rows = {(device, row): r.name for device, d in trace.devices.items()
+            for row, r in d.resources.items()}
+    shown = sorted(trace.trace_events, key=lambda e: e.timestamp_ps)
+    ours = [e for e in shown if e.name.startswith(("gpe call", "gpe wait", "gpe fence"))]
+    assert [e.name.split(" ")[1] for e in ours] == \
+        ["call"] * CALLS + ["wait", "fence", "call", "call", "call", "wait"], ours
+    host = {(e.device_id, e.resource_id) for e in ours}
+    assert len(host) == 1 and rows[host.pop()] == "python", rows
+    assert dict(ours[0].args) == {"kind": "sliced", "variant": "1"}
+    # (an op is shown by its kernel's name, `_MklMatMul`; its long name names the line)
+    matmuls = [e for e in shown if f"_L{line_of('MATMUL')}/MatMul:" in
+               e.args.get("long_name", "")]
+    assert len(matmuls) == CALLS, sorted({e.args.get("long_name", "") for e in shown})
+    assert all(e.resource_id != ours[0].resource_id for e in matmuls)
+    assert all(c.timestamp_ps <= m.timestamp_ps for c, m in zip(ours, matmuls))
 
 
 def test_profile_holds_a_builds_steps(profiled):
