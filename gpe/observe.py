@@ -43,7 +43,7 @@ class Observed:
     def _told_profile(self) -> str:
         p = self.profile
         if p.path is not None:
-            every = "" if p.recorded is None else "; --profile-calls all records every call"
+            every = "" if p.calls is None else "; --profile-calls all records every call"
             return (f"gpe: profile {p.describe()} written to {p.path}; view it with "
                     f"`tensorboard --logdir {p.logdir}` (Profile tab, trace viewer; pip "
                     f"install 'gpe[profile]'){every}")

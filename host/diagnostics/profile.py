@@ -130,8 +130,10 @@ class profile:
             return "of every call"
         opened = "the first of a function that had run sliced" if self.skip is None else \
             f"after {self.skip}"
-        calls = "until the end" if self.calls is None else f"of {self.recorded} calls"
-        return f"of a window {calls} from call {self.first} of gpe functions ({opened})"
+        if self.calls is None:
+            return f"of the calls from call {self.first} of gpe functions to the end ({opened})"
+        return (f"of a window of {self.recorded} calls from call {self.first} of gpe "
+                f"functions ({opened})")
 
 
 class Window:
