@@ -24,7 +24,8 @@ from gpe.host.call import traced
 from gpe.host.call.function import SlicedFunction
 from gpe.host.diagnostics import profile as profile_module
 from gpe.host.diagnostics.profile import HostTime, events, format_host_time
-from gpe.host.runtime.trace import TRACER
+from gpe.host.runtime import session as session_module
+from gpe.host.runtime.trace import SWITCH, TRACER
 
 HERE = os.path.abspath(__file__)
 CALLS = 6
@@ -322,6 +323,28 @@ def test_gpe_run_profile_window(tmp_path):
     for wrong in ("0", "some"):
         assert main(["run", "--profile", str(tmp_path), "--profile-calls", wrong, HERE]) == 2
     assert main(["run", "--profile", str(tmp_path), "--profile-skip", "-1", HERE]) == 2
+
+
+def test_a_call_switching_sinks_waits_in_a_fence_of_its_function(tmp_path):
+    """A call to a part of another sink than the last call's first waits for the calls
+    sent (Session.start_call; a program of more parts than one sink holds,
+    GPE_SINK_GROUP): a fence of the calling function's in --report, named for why, and an
+    event inside the call's in a profile, not the call's host code."""
+    x = tf.ones([32, 32])
+    step(x)
+    W.numpy()  # the calls sent are acknowledged
+    with HostTime(overlap=False) as host, gpe.profile(str(tmp_path), calls=3, skip=0) as p:
+        step(x)
+        step(x)  # (two calls sent, not acknowledged: the host reads acknowledgements late)
+        session_module._session.last_group = -1  # as if the last call went to another sink
+        loss = step(x)
+    assert float(loss) > 0
+    assert host.parts()[("step", "fence", SWITCH)][1] == 1, sorted(host.parts())
+    assert f" s  {SWITCH} (x1)" in format_host_time(host)
+    found = events(p.path)
+    fence, = [e for e in found if e.name == f"gpe fence {SWITCH}"]
+    call = [e for e in found if e.name == "gpe call step"][-1]
+    assert call.start_ps <= fence.start_ps <= fence.end_ps <= call.end_ps
 
 
 def test_host_time_parts_add_up_to_the_time_measured():

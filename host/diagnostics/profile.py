@@ -24,7 +24,7 @@ import tensorflow as tf
 from tensorflow.python.profiler import profiler_v2 as _profiler_v2
 
 from ..runtime import session as _session
-from ..runtime.trace import TRACER, Ledger
+from ..runtime.trace import SWITCH, TRACER, Ledger
 from .timing import Timing, timing
 
 PLUGIN = os.path.join("plugins", "profile")
@@ -392,9 +392,10 @@ def format_host_time(host: HostTime, measured_s: float | None = None) -> str:
                         reverse=True)
         if fences:
             count = sum(t for _, t, _ in fences)
-            lines.append(f"      {sum(s for s, _, _ in fences):9.4f} s  fences: eager code "
-                         f"touching TF state waited for the graph (x{count}):")
-            lines += [f"        {s:9.4f} s  at {d} (x{t})" for s, t, d in fences]
+            lines.append(f"      {sum(s for s, _, _ in fences):9.4f} s  fences: waits for "
+                         f"the graph to finish the calls sent (x{count}):")
+            lines += [f"        {s:9.4f} s  {d if d == SWITCH else 'at ' + d} (x{t})"
+                      for s, t, d in fences]
     summed = sum(s for s, _ in parts.values())
     if measured_s:
         lines.append(f"  the parts add up to {summed:.3f} s of the {measured_s:.3f} s the run "

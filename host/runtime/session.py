@@ -32,6 +32,7 @@ from .sinks import Group, Instantiator, dispatch_queue, group_for_new_part
 from .channel import HostChannel
 from .interrupt import Interruptible
 from .spin import Spin
+from .trace import TRACER
 from .watchdog import Waiting, Watchdog
 from ...tfprog import asserts
 from ...tfprog.channels import HOST_TO_TF_CAPACITY, make_queue
@@ -253,7 +254,10 @@ class Session:
             # another sink than the last call's: it may run only once the calls sent to
             # the others have finished (calls keep their order; see host/runtime/sinks.py)
             if self.sent > self.acknowledged:
-                self.fence()
+                if TRACER.on:  # a profile or `gpe run --report`: the wait is an event
+                    TRACER.switch(self)
+                else:
+                    self.fence()
             self.last_group = group.number
         if group.current is not reg:
             self._word(group, slot)

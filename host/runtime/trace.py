@@ -54,6 +54,9 @@ _COUNTS = operator.attrgetter("graph_calls", "profile_calls", "variants", "eager
 _EAGER_WHY = ("before building it paid off", "timed against sliced calls",
               "faster eagerly (the adaptive choice)", "its signature was refused",
               "called while a graph was traced")
+# a fence inside a call to a part of another sink than the last call's (more parts than
+# one sink holds, GPE_SINK_GROUP: host/runtime/sinks.py)
+SWITCH = "switching to another sink (its calls wait for the calls sent)"
 _LABEL = re.compile(r"channel \d+ \((\w+) ?(.*)\) of (.+) at (.*):(\d+)$")
 
 
@@ -256,6 +259,23 @@ class Tracer:
             if event is not None:
                 event.SetMetadata(source=_metadata(linecache.getline(path, lineno)),
                                   calls=target)
+                event.Stop()
+
+    def switch(self, session) -> None:
+        """session.fence() before a call to a part of another sink than the last call's
+        (Session.start_call: the calls sent must finish first), as a fence of the calling
+        function's, named for why."""
+        ledger = self._ledger()
+        event = _TraceMe(f"gpe fence {SWITCH}") if self.events else None
+        if ledger is not None:
+            within = ledger.enclosing()
+            ledger.push()
+        try:
+            session.fence()
+        finally:
+            if ledger is not None:
+                ledger.pop((within, "fence", SWITCH))
+            if event is not None:
                 event.Stop()
 
     # the user's line ----------------------------------------------------------------
