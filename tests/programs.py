@@ -129,3 +129,20 @@ class ConvTrainer:
             grads = tape.gradient(loss, self.conv.trainable_variables)
             for grad, var in zip(grads, self.conv.trainable_variables):
                 var.assign_sub(0.5 * grad)
+
+
+class Projected(tf.keras.Model):
+    """d2l's Residual's shape: blocks with and without a projection of X share one `call`,
+    whose plans differ (the `if` on a None attribute is host work; tests/test_objects)."""
+
+    def __init__(self, project):
+        super().__init__()
+        self.dense = tf.keras.layers.Dense(4)
+        self.proj = tf.keras.layers.Dense(4) if project else None
+
+    def call(self, X):
+        Y = self.dense(X)
+        if self.proj is not None:
+            X = self.proj(X)
+        Y += X
+        return tf.nn.relu(Y)

@@ -2,6 +2,7 @@
 (guarded by identity); attributes holding Python values cross as values."""
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import gpe
@@ -154,3 +155,24 @@ def test_a_list_kept_on_a_tf_module_whose_call_is_tf_work_is_appended_on_the_hos
     assert len(under.steps) == 6
     assert np.array_equal(eager.w.numpy(), under.w.numpy())
     assert sliced.stats()["graph_calls"] == 3
+
+
+@pytest.mark.timeout(120)
+def test_profile_calls_of_one_key_with_other_plans_build_each_its_own():
+    """Objects of one class whose attributes differ in type (d2l's Residual blocks with and
+    without a 1x1 convolution) share a call key until a variant is built, but not a plan:
+    the profile runs of the other plan gave the variant its channels' specs (a gate's
+    values where the plan has a branch's flag), and its first sliced call raised
+    "Signature mismatch" on the host's enqueue where eager returned."""
+    import programs
+    tf.keras.utils.set_random_seed(0)
+    plain, projected = programs.Projected(False), programs.Projected(True)
+    x = tf.random.normal((2, 4))
+    plain(x), projected(x)  # built
+    order = [plain, projected, projected, projected, plain, projected, plain, projected]
+    eager = [programs.Projected.call(block, x).numpy() for block in order]
+    sliced = gpe.function(programs.Projected.call)
+    for i, (block, expected) in enumerate(zip(order, eager)):
+        assert np.array_equal(sliced(block, x).numpy(), expected), f"call {i}"
+    stats = sliced.stats()
+    assert stats["graph_calls"] == 3 and stats["variants"] == 2, stats

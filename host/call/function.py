@@ -309,8 +309,7 @@ class SlicedFunction:
         seconds = time.perf_counter() - started
         self.budget.calls_s += seconds
         self.profile_times = self.profile_times[-7:] + [seconds]
-        runs = self.cache.profiles.setdefault(key, [])
-        runs.append(observed)
+        runs = self.cache.profiled(key, plan, observed)
         if reshaped is not None or self.builder.reshaped(plan, values, runs[-1:]) is not None:
             # trees of other shapes, same plan: their profile calls count for this one
             runs = self.cache.pooled(key, plan) + runs

@@ -31,6 +31,7 @@ log = logging.getLogger("gpe")
 MAX_VARIANTS = 16
 MAX_RETIRED = 3  # variants of one key that fell back mid-call before it runs eagerly
 MAX_LEARNED = 8  # ...and that were built again knowing a gate no profile call reached
+PLAN = ("plan",)  # in a profile run: the plan it was made with (Variants.profiled)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,12 +190,23 @@ class Variants:
         # get(key): the variant of a key, or None (the dict's own: on every call's path)
         self.get: Callable[[tuple], Variant | None] = self.built.get
 
+    def profiled(self, key: tuple, plan: SlicePlan, observed: dict) -> list:
+        """Note a profile run of `key` made with `plan`; the key's runs made with it (the
+        calls of one key may take other plans: objects of one class whose attributes
+        differ in type, d2l's Residual blocks with and without a 1x1 convolution, whose
+        runs would give the channels of one plan the other's specs)."""
+        observed[PLAN] = plan
+        runs = self.profiles.setdefault(key, [])
+        runs.append(observed)
+        return [run for run in runs if run.get(PLAN, plan) is plan]
+
     def pooled(self, key: tuple, plan: SlicePlan) -> list:
         """Profile runs of other keys with the same plan (trees of other shapes: see
         Builder.reshaped), and note this key's plan."""
         self.plans[key] = plan
         return [run for other, runs in self.profiles.items() if other != key
-                and self.plans.get(other) == plan for run in runs]
+                and self.plans.get(other) == plan for run in runs
+                if run.get(PLAN, plan) is plan]
 
     def add(self, key: tuple, variant: Variant) -> None:
         self.built[key] = variant
