@@ -131,6 +131,19 @@ class ConvTrainer:
                 var.assign_sub(0.5 * grad)
 
 
+class ConvBlock(tf.keras.Model):
+    """d2l's Residual in small: blocks of several widths share one `call`, so its argument
+    takes a third shape, and its dimensions that changed are relaxed to any size
+    (tests/test_exact_arithmetic)."""
+
+    def __init__(self, channels):
+        super().__init__()
+        self.conv = tf.keras.layers.Conv2D(channels, 3, padding="same")
+
+    def call(self, X):
+        return tf.nn.relu(self.conv(X))
+
+
 class Projected(tf.keras.Model):
     """d2l's Residual's shape: blocks with and without a projection of X share one `call`,
     whose plans differ (the `if` on a None attribute is host work; tests/test_objects)."""

@@ -21,6 +21,7 @@ from .elements import with_given
 from .loader import load
 from .stubs import Raised
 from .outlined import Outlined
+from .relaxed import differs as relaxed_differs
 from ..runtime.trace import TRACER
 from ..speculation.speculation import (Assumptions, NotObserved, channel_specs, leaf_shapes,
                                        sent_numbers,
@@ -279,7 +280,7 @@ class Builder:
             if speculated and not _hands_back(plan, variant):
                 self._unspeculate(speculated, "a loop of its TF part cannot hand a misfit "
                                               "back")
-            self._guessed(plan, variant)
+            self._checked(plan, variant, values, runs, seen, guess)
             if any(variant.part.specs.get(k) != given[k] for k in held):
                 # a loop took its values any size but what their dataset gives: the key
                 # holds that dataset (an argument's, its element_spec, already does)
@@ -312,6 +313,19 @@ class Builder:
                          owner.__qualname__, ", ".join(relaxed), exc)
                 raise NotBuilt(str(exc), retry=True) from None
             raise NotBuilt(str(exc), retry=False) from None
+
+    def _checked(self, plan: SlicePlan, variant: Variant, values: dict, runs: list,
+                 seen: Crossings, guess: bool) -> None:
+        """A variant built for any size of an argument that computes otherwise than for
+        the call's own sizes is not kept: a variant per shape instead (as where a relaxed
+        part fails to trace; host/variants/relaxed.py). Then `_guessed`."""
+        assumed = self.owner.assumed
+        why = relaxed_differs(variant, plan, values, runs, seen, assumed, guess)
+        if why:
+            log.info("%s: %s; one variant per shape of %s instead", self.owner.__qualname__,
+                     why, ", ".join(assumed.unrelax(values)))
+            raise NotBuilt(why, retry=True)
+        self._guessed(plan, variant)
 
     def _guessed(self, plan: SlicePlan, variant: Variant) -> None:
         """A variant built speculating that no call reaches some gates (Unreached) is kept

@@ -68,7 +68,7 @@ def assemble(owner, plan: SlicePlan, values: dict[str, Any], crossings: Crossing
     variant.folded = list(crossings.folded.values())
     variant.nested = list(nested)
     if tf_part is None:
-        tf_part = functools.partial(_traced, values=values, crossings=crossings)
+        tf_part = functools.partial(traced, values=values, crossings=crossings)
     variant.part = tf_part(variant)
     made = runtimes(variant) if runtimes is not None else [Runtime(variant, owner.callee)]
     source, tree = host if host is not None else (None, plan.host)
@@ -77,7 +77,8 @@ def assemble(owner, plan: SlicePlan, values: dict[str, Any], crossings: Crossing
     return variant
 
 
-def _traced(variant: Variant, values: dict, crossings: Crossings) -> Part:
+def traced(variant: Variant, values: dict, crossings: Crossings) -> Part:
+    """The variant's TF part traced for `crossings` (not registered: a part of its own)."""
     return build_part(variant.plan, variant.tf_factory(), bound(variant.plan, values),
                       crossings.specs, crossings.layouts, crossings.constants,
                       [v.part if v is not None else None for v in variant.nested])
