@@ -16,7 +16,8 @@ class Observed:
     def __init__(self, report: bool, profile_dir: str | None, calls: int | str = CALLS,
                  skip: int | None = None):
         self.host = HostTime() if report else None
-        self.profile = profile(profile_dir, calls=calls, skip=skip) if profile_dir else None
+        self.profile = profile(profile_dir, calls=calls, skip=skip, warn=False) \
+            if profile_dir else None
         self.run_s: float | None = None
 
     @contextlib.contextmanager
@@ -47,14 +48,11 @@ class Observed:
             return (f"gpe: profile {p.describe()} written to {p.path}; view it with "
                     f"`tensorboard --logdir {p.logdir}` (Profile tab, trace viewer; pip "
                     f"install 'gpe[profile]'){every}")
-        if p.recorded is None or p.first is not None:  # (written nowhere TensorFlow said)
+        missed = p.missed()
+        if missed is None:  # (written nowhere TensorFlow said)
             return f"gpe: no profile was written to {p.logdir}"
-        if p.skip is None:
-            return (f"gpe: no profile was written to {p.logdir}: no call of a gpe function "
-                    "ran sliced, so its window (from the first call of a function that had "
-                    "run sliced) never opened; --profile-skip 0 records from the first call")
-        return (f"gpe: no profile was written to {p.logdir}: the run made {p.skip} calls of "
-                "gpe functions or fewer")
+        return (f"gpe: no profile was written to {p.logdir}: " +
+                missed.replace("the block", "the run").replace("skip=", "--profile-skip "))
 
 
 def tell(observed: Observed | None) -> None:

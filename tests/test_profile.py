@@ -24,6 +24,7 @@ from gpe.host.call import traced
 from gpe.host.call.function import SlicedFunction
 from gpe.host.diagnostics import profile as profile_module
 from gpe.host.diagnostics.profile import HostTime, events, format_host_time
+from gpe.host.diagnostics.stats import GpeWarning
 from gpe.host.runtime import session as session_module
 from gpe.host.runtime.trace import SWITCH, TRACER
 
@@ -294,6 +295,32 @@ def test_a_profile_records_a_window_of_the_steady_state_by_default(tmp_path):
             gpe.profile(str(tmp_path), calls=wrong)
 
 
+@gpe.function(profile_calls=1)  # (adaptive: its first sliced calls are timed against eager)
+def chain(x):  # clearly faster in the graph: its adaptive choice settles in a few dozen calls
+    for _ in range(10):
+        x = tf.tanh(x) * 1.01 + 0.001
+    return tf.reduce_sum(x)
+
+
+def test_the_default_window_opens_once_the_adaptive_choice_is_made(tmp_path):
+    """Where a function's sliced calls are timed against eager ones, the default window
+    opens once the choice is made: the profile's cost does not weigh in the choice, and
+    the window shows the calls as they run from then on, not the timed eager calls."""
+    x = tf.ones([4, 4])
+    with gpe.profile(str(tmp_path)) as p:
+        for _ in range(120):
+            total = chain(x)
+        float(total)
+    assert chain.stats()["timed_calls"] > 0  # (timed, before the window)
+    recorded = [e for e in events(p.path) if e.name == "gpe call chain"]
+    assert 1 <= len(recorded) == p.recorded <= 20, (p.first, p.recorded, chain.stats())
+    # the choice made: sliced (or, on a busy machine, eager, saying why), never timed
+    kinds = {(e.stats["kind"], e.stats.get("why")) for e in recorded}
+    assert len(kinds) == 1, kinds
+    kind, why = kinds.pop()
+    assert kind == "sliced" or why.startswith(("eager is faster", "sliced is not clearly")), why
+
+
 @gpe.function(profile_calls=100)
 def never_sliced(x):
     return tf.reduce_sum(x)
@@ -319,6 +346,11 @@ def test_gpe_run_profile_window(tmp_path):
             never_sliced(x)
     assert nothing.profile.path is None and nothing.profile.first is None
     assert "no call of a gpe function ran sliced" in nothing.told(), nothing.told()
+    assert "--profile-skip 0 records from the first call" in nothing.told()
+    with pytest.warns(GpeWarning, match="no call of a gpe function ran sliced"):
+        with gpe.profile(str(tmp_path / "none")) as p:
+            never_sliced(x)
+    assert p.path is None
     assert main(["run", "--profile-calls", "3", HERE]) == 2  # (without --profile)
     for wrong in ("0", "some"):
         assert main(["run", "--profile", str(tmp_path), "--profile-calls", wrong, HERE]) == 2
@@ -386,12 +418,14 @@ w = tf.Variable(tf.ones([32, 32]) * 0.01)
 
 def step(x):
     y = tf.matmul(x, w)
+    for _ in range(8):  # (clearly faster in the graph: the adaptive choice is quick)
+        y = tf.tanh(y) * 1.01
     w.assign_add(0.001 * y)
     return tf.reduce_sum(y)
 
 x = tf.ones([32, 32])
 total = 0.0
-for i in range(60):
+for i in range(120):
     loss = step(x)
     if i % 20 == 19:
         total += float(loss)
@@ -427,18 +461,22 @@ def test_gpe_run_report_and_profile():
                                                 r"([\d.]+) s the run took", section).groups())
         assert summed == pytest.approx(measured, rel=0.05), section
         assert "overlap (gpe.timing, from the first call after a build on): wall" in section
-        assert re.search(r"waiting on the graph for its values.*\n.*needed at train.py:15",
+        assert re.search(r"waiting on the graph for its values.*\n.*needed at train.py:17",
                          section), section
-        # the profile: a window of 20 calls from the first call after step ran sliced
-        first, path = re.search(r"gpe: profile of a window of 20 calls from call (\d+) of gpe "
-                                r"functions \(the first of a function that had run sliced\) "
-                                r"written to (\S+\.xplane\.pb);", run.stderr).groups()
-        profile_calls = int(re.search(r"\(eager, observed\) \(x(\d+)\)", section).group(1))
-        build_calls = int(re.search(r"built a variant \(eager, observed\) \(x(\d+)\)",
-                                    section).group(1))
-        assert int(first) == profile_calls + build_calls + 2, (first, section)
-        found = events(path)
-        assert len([e for e in found if e.name == "gpe call step"]) == 20
+        # the profile: a window of (up to) 20 calls, from the first call of step once it
+        # ran sliced and its adaptive choice was made
+        recorded, first, path = re.search(
+            r"gpe: profile of a window of (\d+) calls from call (\d+) of gpe functions \(the "
+            r"steady state: .*?\) written to (\S+\.xplane\.pb);", run.stderr).groups()
+        built = sum(int(n) for n in re.findall(r"s  (?:profile calls \(eager, observed\)|"
+                                               r"calls that built a variant \(eager, "
+                                               r"observed\)) \(x(\d+)\)", section))
+        assert built >= 3 and int(first) > built + 1, (first, section)
+        found = [e for e in events(path) if e.name.startswith("gpe ")]
+        calls = [e for e in found if e.name == "gpe call step"]
+        assert 1 <= len(calls) == int(recorded) <= 20
+        kinds = {(c.stats["kind"], c.stats.get("why")) for c in calls}  # (as the choice
+        assert len(kinds) == 1 and "timed" not in str(kinds), kinds  # made: never timed)
         assert not [e for e in found if e.name.startswith(("gpe slice", "gpe trace"))]
     finally:
         shutil.rmtree(PROFILE_DIR, ignore_errors=True)

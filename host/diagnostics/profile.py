@@ -18,6 +18,7 @@ from __future__ import annotations
 import glob
 import os
 import threading
+import warnings
 from dataclasses import dataclass
 
 import tensorflow as tf
@@ -25,6 +26,7 @@ from tensorflow.python.profiler import profiler_v2 as _profiler_v2
 
 from ..runtime import session as _session
 from ..runtime.trace import SWITCH, TRACER, Ledger
+from .stats import GpeWarning
 from .timing import Timing, timing
 
 PLUGIN = os.path.join("plugins", "profile")
@@ -55,7 +57,8 @@ class profile:
     event of its own), so their ops are in the profile. One TensorFlow profile records at
     a time: starting one while another runs raises TensorFlow's error."""
 
-    def __init__(self, logdir: str, calls: int | str = CALLS, skip: int | None = None):
+    def __init__(self, logdir: str, calls: int | str = CALLS, skip: int | None = None,
+                 warn: bool = True):
         if calls != ALL and (not isinstance(calls, int) or isinstance(calls, bool)
                              or calls < 1) or skip is not None and skip < 0:
             raise ValueError(f"a profile's window needs calls >= 1 (or {ALL!r}) and skip "
@@ -69,6 +72,8 @@ class profile:
         self.path: str | None = None
         self.recorded: int | None = None  # the window's calls (None: the whole block)
         self.first: int | None = None  # the number of the window's first call
+        self.warn = warn  # warn at the block's end where no window opened (why: `missed`)
+        self.sliced_seen = False  # a call of a function that had run sliced was made
         self._before: set[str] = set()
         self._window: Window | None = None
         self._recording = False
@@ -81,6 +86,7 @@ class profile:
     def __enter__(self) -> "profile":
         self._before = set(_written(self.logdir))
         self.recorded = self.first = None
+        self.sliced_seen = False
         if self.whole:
             self._start()
         else:
@@ -123,13 +129,31 @@ class profile:
         finally:
             new = [p for p in _written(self.logdir) if p not in self._before]
             self.path = max(new, key=os.path.getmtime) if new else None
+        if self.warn and exc[0] is None and self.missed():
+            warnings.warn(f"gpe.profile wrote no profile to {self.logdir}: {self.missed()}",
+                          GpeWarning, stacklevel=2)
+
+    def missed(self) -> str | None:
+        """Why no window opened in the block (None: one did, or the whole block was
+        recorded)."""
+        if self.recorded is None or self.first is not None:
+            return None
+        if self.skip is not None:
+            return f"the block made {self.skip} calls of gpe functions or fewer"
+        if self.sliced_seen:
+            return ("its window opens once a function that has run sliced has its adaptive "
+                    "choice made (sliced calls timed against eager ones), and the block "
+                    "ended first; skip=0 records from the first call")
+        return ("no call of a gpe function ran sliced, so its window (from the first call "
+                "of a function that has run sliced) never opened; skip=0 records from the "
+                "first call")
 
     def describe(self) -> str:
         """What the profile recorded, in words (for `gpe run`'s message)."""
         if self.recorded is None:
             return "of every call"
-        opened = "the first of a function that had run sliced" if self.skip is None else \
-            f"after {self.skip}"
+        opened = "the steady state: the first of a function that has run sliced, its " \
+            "adaptive choice made" if self.skip is None else f"after {self.skip}"
         if self.calls is None:
             return f"of the calls from call {self.first} of gpe functions to the end ({opened})"
         return (f"of a window of {self.recorded} calls from call {self.first} of gpe "
@@ -159,7 +183,7 @@ class Window:
         if self.open or self.closed:
             return
         skip = self.profile.skip
-        if fn.stats_.graph_calls if skip is None else self.begins > skip:
+        if _steady(self.profile, fn) if skip is None else self.begins > skip:
             try:
                 self.profile._start()
             except Exception as exc:  # noqa: BLE001 (another profile started since: told
@@ -213,6 +237,17 @@ class Window:
             self.writer.join()
         if self.error is not None:
             raise self.error
+
+
+def _steady(owner: profile, fn) -> bool:
+    """`fn` has run sliced and runs as it will from now on: the adaptive choice of each of
+    its variants is made (host/speculation/adaptive.py; at once where it is off), so a
+    profile's cost does not weigh in it."""
+    if not fn.stats_.graph_calls:
+        return False
+    owner.sliced_seen = True
+    return all(getattr(getattr(v, "timer", None), "settled", True)
+               for v in fn.cache.built.values())
 
 
 def _written(logdir: str) -> list[str]:

@@ -351,6 +351,8 @@ def _kind(fn, before: tuple, after: tuple, fallbacks: dict, args, kwargs) -> tup
             return "eager", {"why": why}
     reason = next((r for r, n in fn.stats_.fallbacks.items() if n > fallbacks.get(r, 0)),
                   None)
+    if reason is None and fn.plain and fn.stats_.fallbacks:  # (made plain for that reason:
+        reason = next(reversed(fn.stats_.fallbacks))          # the adaptive choice, ...)
     return "eager", {"why": reason or ("plain Python" if fn.plain else "run eagerly")}
 
 
