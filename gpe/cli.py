@@ -271,7 +271,8 @@ def main(argv=None) -> int:
                           "takes about twice as long profiled whole)")
     run.add_argument("--profile-skip", metavar="K", type=int,
                      help="open the window after K calls of gpe functions (default: at the "
-                          "first call of a function that has run sliced, the steady state)")
+                          "first call of a function that has run sliced and made its adaptive "
+                          "choice, the steady state)")
     run.add_argument("script", metavar="SCRIPT", nargs="?",  # checked in _run: ARGS is
                      help="the Python script to run")  # optional, SCRIPT is not
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",

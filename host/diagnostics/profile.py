@@ -47,8 +47,9 @@ class profile:
     `calls` (default 20): how many calls the window records, from the start of its first
     (a call made inside another's counts too); `"all"`: every call, until the block ends.
     `skip`: the calls before the window opens; by default (None) it opens at the first
-    call of a function that has run sliced (profiled, built and its graph started: the
-    steady state), and with `calls="all"` at the block's start (builds included). A
+    call of a function that has run sliced and made its adaptive choice (profiled, built,
+    its graph started, timed against eager: the steady state), and with `calls="all"` at
+    the block's start (builds included). Where no window opened, it warns why. A
     profile costs per call recorded, about as much again as a small step's call: outside
     the window the calls run as fast as without a profile, and the window's profile is
     written while the program goes on (joined at the block's end; docs/profiling.md).
@@ -164,7 +165,8 @@ class Window:
     """A profile of a window of the block's calls (profile(calls=N, skip=K)): told of
     each call's begin and end on the thread that entered the block (trace.Tracer.call),
     it starts TensorFlow's profiler and gpe's events at the begin of the (K+1)-th call
-    (K None: of the first call of a function that has run sliced) and, when N calls have
+    (K None: of the first call of a function that has run sliced and made its adaptive
+    choice) and, when N calls have
     ended since (N None: at the block's end), waits for the graph to finish the calls
     sent, stops gpe's events and has TensorFlow's profiler stopped and written by a
     thread of its own (it releases the GIL while it collects and writes: the host goes
