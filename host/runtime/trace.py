@@ -246,36 +246,30 @@ class Tracer:
         """session.fence(target) for the eager code at the user's line (fence.py)."""
         path, lineno = self.user_frame(3)
         at = _short(path, lineno)
-        ledger = self._ledger()
-        event = _TraceMe(f"gpe fence {at}") if self.events else None
-        if ledger is not None:
-            within = ledger.enclosing()
-            ledger.push()
-        try:
-            session.fence(target)
-        finally:
-            if ledger is not None:
-                ledger.pop((within, "fence", at))
-            if event is not None:
-                event.SetMetadata(source=_metadata(linecache.getline(path, lineno)),
-                                  calls=target)
-                event.Stop()
+        self._fence(lambda: session.fence(target), at, lambda: {
+            "source": _metadata(linecache.getline(path, lineno)), "calls": target})
 
     def switch(self, session) -> None:
         """session.fence() before a call to a part of another sink than the last call's
         (Session.start_call: the calls sent must finish first), as a fence of the calling
         function's, named for why."""
+        self._fence(session.fence, SWITCH, dict)
+
+    def _fence(self, wait, what: str, metadata) -> None:
+        """`wait()`, as the event `gpe fence WHAT` (its `metadata()`) and --report's fence
+        row `what` of the function of the innermost event open (None: the program's)."""
         ledger = self._ledger()
-        event = _TraceMe(f"gpe fence {SWITCH}") if self.events else None
+        event = _TraceMe(f"gpe fence {what}") if self.events else None
         if ledger is not None:
             within = ledger.enclosing()
             ledger.push()
         try:
-            session.fence()
+            wait()
         finally:
             if ledger is not None:
-                ledger.pop((within, "fence", SWITCH))
+                ledger.pop((within, "fence", what))
             if event is not None:
+                event.SetMetadata(**metadata())
                 event.Stop()
 
     # the user's line ----------------------------------------------------------------
