@@ -43,6 +43,9 @@ class Key(enum.Enum):
     SENT = ("str on an attribute chain holding a Python number that keeps changing (in "
             "facts.dynamic_paths), and on the host temporary hoisting made of it: its dotted "
             "path; the number is sent to the TF part, not folded")
+    CALLEE_SHAPES = ("tuple of (index among the call's arguments, dims) on a CALLEE call: the "
+                     "static dimensions the callee reads of what it is given (slicer/shapes.py); "
+                     "the TF part checks, when traced, that it knows them")
     CALLEE_TESTS = ("tuple of (argument index, dotted path, parameter, test source) on a "
                     "CALLEE call: `if` tests of the callee on a Python number the caller "
                     "sends (slicer/speculated.py); the call key holds their outcomes")

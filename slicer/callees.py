@@ -28,7 +28,7 @@ from typing import Any, Callable, NamedTuple
 
 import gast
 
-from . import anno, namespaces, nodes, recursion, reproduced, speculated
+from . import anno, namespaces, nodes, recursion, reproduced, shapes, speculated
 from .anno import Key
 from .errors import Refusal
 from .facts import CALLEE_ARG_KINDS, TF_KINDS, ArgFact, Facts, Kind
@@ -64,6 +64,9 @@ class Judged(NamedTuple):
     # what it reads from its own namespace (globals, closure cells, chains on them), named
     # for the caller's call key (namespaces.py): (path, a Python number?)
     globals: tuple = ()
+    # the static dimensions it reads of its tensor arguments (slicer/shapes.py): checked
+    # where the caller's TF part traces the call
+    shapes: tuple = ()
     # it returns TF objects themselves (`return [self.w1, self.w2]`: variables, a list of
     # them): traced inline in the caller's TF part, which gets the objects (a FunctionDef
     # would return their values)
@@ -219,8 +222,12 @@ def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], objects: list, const
                                                               tests)):
         return None
     tests = [(test, name) for test, name in tests if test is not None]
+    needs = shapes.reads(parsed.node, {p.name: i for i, p in enumerate(params)
+                                       if p.name in args and args[p.name].kind == Kind.TENSOR})
+    if needs is None:
+        return None
     position = {p.name: i for i, p in enumerate(params) if p.name in held}
-    return Judged(kind, tuple(sorted(_object_reads(parsed.node, position))),
+    return Judged(kind, tuple(sorted(_object_reads(parsed.node, position))), shapes=needs,
                   tests=tuple((sent[name], speculated.source(test), name)
                               for test, name in tests),
                   globals=namespaces.free_reads(parsed, {p.name for p in params}),

@@ -310,6 +310,12 @@ def unchanged_reads(fn: gast.FunctionDef, rebound: set) -> set[int]:
             first[node.id] = min(first.get(node.id, node.lineno), node.lineno)
     looped = {id(n) for loop in nodes.walk(fn) if isinstance(loop, (gast.For, gast.While))
               for n in nodes.walk(loop)}
+    # and in the value of the assignment that first stores it (`Y = tf.reshape(Y, (-1,
+    # Y.shape[-1]))`, d2l's loss): evaluated before the store
+    before = {id(r) for a in nodes.walk(fn) if isinstance(a, gast.Assign) for r in
+              nodes.walk(a.value) if isinstance(r, gast.Name) and r.id in first and any(
+                  isinstance(t, gast.Name) and t.id == r.id and t.lineno == first[r.id]
+                  for t in a.targets)}
     return {id(n) for n in nodes.walk(fn) if isinstance(n, gast.Name) and n.id in first
             and isinstance(n.ctx, gast.Load) and id(n) not in looped
-            and getattr(n, "lineno", first[n.id]) < first[n.id]}
+            and (getattr(n, "lineno", first[n.id]) < first[n.id] or id(n) in before)}

@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 import gast
 
-from . import anno, arity, callsites, chainkinds, fnargs, nodes, reproduced, splice
+from . import anno, arity, callsites, chainkinds, fnargs, nodes, reproduced, shapes, splice
 from .anno import Key
 from .facts import CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES, ORDERING_BUILTINS, STATIC_META, STRUCTURAL_BUILTINS, TF_KINDS, Facts, Kind
 from .chains import bound_names, chain_root, chain_value, fixed_items, is_range, is_static, mutated_roots, stable, static_value, stored_names, unchanged_reads
@@ -341,8 +341,11 @@ class _Inferer:
                 return None
             reads = reads + judged.globals
         tests = judged and callsites.tests(node, judged.tests, sites, sent)
-        if reads is None or tests is None:
+        needs = judged and shapes.at_call(judged.shapes, node, sites)
+        if reads is None or tests is None or needs is None:
             return None
+        if needs:
+            anno.set(node, Key.CALLEE_SHAPES, needs)
         if tests:
             anno.set(node, Key.CALLEE_TESTS, tests)
         if isinstance(node.func, gast.Name) and node.func.id in self.facts.objects:

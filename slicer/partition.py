@@ -24,7 +24,7 @@ import gast
 
 from . import anno, generated, nodes, outline, raising, scope, templates
 from .anno import Key
-from .chains import stored_names
+from .chains import dotted, stored_names
 from .errors import Refusal
 from .facts import Facts, Kind
 from .parser import Parsed
@@ -317,6 +317,10 @@ def _tf_calls(stmt: gast.stmt) -> gast.stmt:
             # the branch its value when built takes (the call key guards the outcome)
             call.args[index] = templates.expr("_gpe_rt.speculate(v, seen)",
                                               v=call.args[index], seen=templates.expr(path))
+        for index, dims in anno.get(call, Key.CALLEE_SHAPES, ()):
+            # the static dimensions the callee reads of it: known when traced (shapes.py)
+            call.args[index] = templates.expr(
+                f"_gpe_rt.known(v, {dims!r}, {dotted(call.func)!r})", v=call.args[index])
         if anno.has(call, Key.ARITY):  # `model(*batch[:-1])`: checked when traced
             method = "call_exactly"
             call.args = [gast.Constant(value=anno.get(call, Key.ARITY), kind=None)] + call.args

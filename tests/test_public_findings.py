@@ -128,20 +128,42 @@ def reshaped_by_a_sent_number(X, n):
     return row_weighted_sum(Y)
 
 
-@pytest.mark.xfail(strict=True, reason="open: a callee reading the static shape of a tensor "
-                   "the caller reshaped with a number the host sends traces it as None")
 @pytest.mark.timeout(300)
 def test_a_callee_reading_a_shape_the_host_sent_matches_eager():
     """`n` changes every call, so the host sends it; `tf.reshape(X, (-1, n))` has an
-    unknown static dimension in the TF part, and the callee's `Y.shape[1]` traces as None
-    (`tf.range(limit=None)` is empty): sliced calls raise where eager returns. The trace
-    should fail instead (the variant refused: slow, never different), or the dimension be
-    known."""
+    unknown static dimension in the TF part, and the callee's `Y.shape[1]` traced as None
+    (`tf.range(limit=None)` is empty): sliced calls raised where eager returns. The trace
+    checks the dimensions a callee reads of what it is given (slicer/shapes.py): this one
+    is unknown, so the function runs eagerly, with the reason."""
     sliced = gpe.function(reshaped_by_a_sent_number, adaptive=False)
     for k in range(9):
         n = (2, 4, 8)[k % 3]
         X = tf.ones((16,))
         assert reshaped_by_a_sent_number(X, n).numpy() == sliced(X, n).numpy()
+    reasons = " ".join(sliced.stats()["fallbacks"])
+    assert "row_weighted_sum reads the static shape of an argument" in reasons, reasons
+
+
+def last_column_sum(Y):
+    return tf.reduce_sum(Y[:, Y.shape[-1] - 1])
+
+
+def rows_by_a_sent_number(X, n):
+    return last_column_sum(tf.reshape(X, (n, 4)))
+
+
+@pytest.mark.timeout(300)
+def test_a_callee_reading_a_dimension_the_trace_knows_runs_sliced():
+    """The check is per dimension: `Y.shape[-1]` of `tf.reshape(X, (n, 4))` is 4 when
+    traced, whatever `n` the host sends, so the callee runs in the graph."""
+    sliced = gpe.function(rows_by_a_sent_number, adaptive=False)
+    for k in range(12):
+        n = (2, 4, 8)[k % 3]
+        X = tf.range(4.0 * n)
+        assert rows_by_a_sent_number(X, n).numpy() == sliced(X, n).numpy()
+    stats = sliced.stats()  # one variant for every n: each call after the profile sliced
+    assert stats["variants"] == 1 and not stats["fallbacks"], stats
+    assert stats["graph_calls"] == 12 - stats["profile_calls"] >= 5, stats
 
 
 class AddedInit(tf.keras.Model):

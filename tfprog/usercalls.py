@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 
+import tensorflow as tf
+
 
 def plain(fn):
     """The user's own function behind one gpe wraps (`gpe run`): the callee's body was
@@ -28,3 +30,18 @@ def call_exactly(layer, named: int, *args):
                         f"arguments, its `call` names {named}: what goes to its *args "
                         "would be traced once")
     return layer(*args)
+
+
+def known(value, dims, callee: str):
+    """`value`, given to a callee that reads these static dimensions of it (`dims`: their
+    indices, () its rank, None every one: slicer/shapes.py), where the trace knows them; a
+    dimension only eager knows (the TF part computed it from a number the host sends)
+    fails the trace, and the function runs eagerly instead of the callee reading None."""
+    shape = getattr(value, "shape", None)
+    if not isinstance(value, tf.Tensor) or shape is None:
+        return value
+    if shape.rank is None or (not shape.is_fully_defined() if dims is None else any(
+            not -shape.rank <= d < shape.rank or shape[d] is None for d in dims)):
+        raise TypeError(f"{callee} reads the static shape of an argument that is {shape} "
+                        "when traced (eager knows every dimension): it runs eagerly")
+    return value
