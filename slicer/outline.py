@@ -234,6 +234,11 @@ def profile_loop(loop: gast.For, k: int) -> gast.For:
     pass calls the sliced body where the host gives one (host/variants/outlined.py), else runs
     the statements as written, observed."""
     outline = anno.get(loop, Key.OUTLINE)
+    # what an iteration starts with is observed at every pass, the sliced body's too: the
+    # caller's own variant is built from them (a smaller last batch relaxes its loop)
+    observed = 0
+    while observed < len(loop.body) and _observation(loop.body[observed]):
+        observed += 1
     call = templates.expr(f"_gpe_o({', '.join(outline.params)})")
     names = outline.stores + ("_gpe_x",) * bool(outline.exits)  # (_gpe_x: the loop ends)
     taken = templates.replace(
@@ -242,7 +247,12 @@ def profile_loop(loop: gast.For, k: int) -> gast.For:
         __call__=[templates.replace("t = c", t=templates.names(names, store=True),
                                     c=call)[0] if names else gast.Expr(value=call)]
         + templates.replace("if _gpe_x:\n    break") * bool(outline.exits),
-        __body__=loop.body)
+        __body__=loop.body[observed:])
     loop = copy.copy(loop)
-    loop.body = taken
+    loop.body = loop.body[:observed] + taken
     return loop
+
+
+def _observation(stmt: gast.stmt) -> bool:
+    return isinstance(stmt, gast.Expr) and isinstance(stmt.value, gast.Call) and \
+        isinstance(stmt.value.func, gast.Name) and stmt.value.func.id == "_gpe_obs"

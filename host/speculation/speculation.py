@@ -11,9 +11,8 @@ observations into channel specs and folded constants.
 """
 from __future__ import annotations
 
-import inspect
-
 import dataclasses
+import inspect
 import logging
 from typing import Any
 
@@ -67,6 +66,7 @@ class Assumptions:
         self.iterables: dict[str, int] = {}      # loops' objects seen to give tensors
         self.not_iterated: set[str] = set()      # loops' objects not speculated on
         self.entry_always = False                # random ops' seeds need an entry
+        self.exact_loops = False                 # loops' values at one shape (_agreed)
 
     def describe(self, values) -> tuple:
         """The arguments' part of the call key."""
@@ -266,8 +266,8 @@ class NotObserved(PartError):
     """No profile call has reached a crossing yet: profile more calls."""
 
 
-def channel_specs(plan: SlicePlan, runs: list[dict[int, list]],
-                  relaxed: dict[str, tuple], speculate: bool = False) -> tuple[dict, dict]:
+def channel_specs(plan: SlicePlan, runs: list[dict[int, list]], relaxed: dict[str, tuple],
+                  speculate: bool = False, exact_loops: bool = False) -> tuple[dict, dict]:
     """Channel specs and layouts from what the profile calls saw crossing host->TF (an
     entry value of an argument with relaxed dimensions takes any size there). speculate:
     a gate no profile call reached is built as never reached (Unreached: the host hands
@@ -306,12 +306,12 @@ def channel_specs(plan: SlicePlan, runs: list[dict[int, list]],
         if channel.kind == ChannelKind.ENTRY:
             specs[channel.index] = _relax_entry(channel, layouts[channel.index], found, relaxed)
         elif channel.kind == ChannelKind.LOOP and all(len(leaves) == 1 for _, leaves in pairs):
-            specs[channel.index] = [_agreed(spec, channel.index, i, runs)
+            specs[channel.index] = [_agreed(spec, channel.index, i, runs, exact_loops)
                                     for i, spec in enumerate(found)]
         elif channel.kind == ChannelKind.LOOP:  # `for batch in loader`: a tuple each time
             specs[channel.index] = [s for i, (_, leaves) in enumerate(pairs) for s in
                                     _agreed_leaves([spec_of(v) for v in leaves],
-                                                   channel.index, i, runs)]
+                                                   channel.index, i, runs, exact_loops)]
         else:
             # a gate's values are used as they are (keeping their rank and width)
             gate = channel.kind == ChannelKind.GATE
@@ -328,17 +328,20 @@ def unreachable(plan: SlicePlan, channel) -> bool:
         channel.index not in dict(plan.with_gates)
 
 
-def _agreed(spec, index: int, position: int, runs: list[dict]):
+def _agreed(spec, index: int, position: int, runs: list[dict], exact: bool = False):
     """The spec of a value a loop's iterations start with (`for X, y in data`): the
     dimensions every iteration of every profile call agreed on stay known (a Keras model
     or a loop over X's rows needs them when traced); one that varied (a smaller last
-    batch) is any size; values of several ranks, any shape. An iteration whose value then
-    does not fit hands the call over to the host (a rescue)."""
+    batch) is any size (`exact`: the largest seen, the last batch handed back); values of
+    several ranks, any shape. An iteration whose value then does not fit hands the call
+    over to the host (a rescue)."""
     seen = [k for run in runs
             for k in run.get(("kinds", index), [()] * (position + 1))[position]]
     shapes = {k.shape if k is not None else None for k in seen}
     if not shapes or None in shapes or len({len(s) for s in shapes}) != 1:
         return relaxed_spec(spec)
+    if exact:
+        return dataclasses.replace(spec, shape=max(shapes))
     first = next(iter(shapes))
     dims = tuple(d if all(s[j] == d for s in shapes) else None for j, d in enumerate(first))
     return dataclasses.replace(spec, shape=dims)
@@ -353,7 +356,8 @@ def leaf_shapes(value) -> tuple | None:
     return tuple(tuple(v.shape) for v in value)
 
 
-def _agreed_leaves(specs: list, index: int, position: int, runs: list[dict]) -> list:
+def _agreed_leaves(specs: list, index: int, position: int, runs: list[dict],
+                   exact: bool = False) -> list:
     """As _agreed, for a tuple of tensors: each keeps the dimensions every iteration of
     every profile call agreed on, so its rank above all (traced with an unknown rank,
     `tf.matmul` becomes BatchMatMulV2, whose float results differ from MatMul's)."""
@@ -362,6 +366,8 @@ def _agreed_leaves(specs: list, index: int, position: int, runs: list[dict]) -> 
     if not seen or None in seen or len({tuple(map(len, s)) for s in seen}) != 1 or \
             len(seen[0]) != len(specs):
         return [relaxed_spec(s) for s in specs]
+    if exact:
+        return [dataclasses.replace(spec, shape=s) for spec, s in zip(specs, max(seen))]
     return [dataclasses.replace(spec, shape=tuple(
         d if all(s[j][n] == d for s in seen) else None for n, d in enumerate(seen[0][j])))
         for j, spec in enumerate(specs)]

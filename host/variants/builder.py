@@ -307,6 +307,12 @@ class Builder:
                 raise NotBuilt(str(exc), retry=True, keep_runs=True) from None
             if isinstance(exc.__cause__, SentDecides):  # Python deciding on a sent number
                 self._fold_or_send(exc, plan, runs)
+            if not assumed.exact_loops and channel_specs(plan, runs, assumed.relaxed)[0] != \
+                    channel_specs(plan, runs, assumed.relaxed, exact_loops=True)[0]:
+                assumed.exact_loops = True  # a loop's values at one shape, the rest handed back
+                log.info("%s: no variant for a loop's values of any size (%s); one for the "
+                         "largest seen instead", owner.__qualname__, exc)
+                raise NotBuilt(str(exc), retry=True, keep_runs=True) from None
             relaxed = assumed.unrelax(values)
             if relaxed:  # built for exact shapes instead (a variant per shape)
                 log.info("%s: no variant for any size of %s (%s); one per shape instead",
@@ -427,7 +433,8 @@ def crossings(plan: SlicePlan, runs: list, assumed: Assumptions, sibling: Varian
     """What the profile `runs` say a variant of `plan` carries across, under what is
     `assumed` of the arguments (a sibling's folded values stay folded; `speculate`: see
     channel_specs). Raises Unsendable, NotObserved, NotBuilt (host_values_only)."""
-    specs, layouts = channel_specs(plan, runs, assumed.relaxed, speculate)
+    specs, layouts = channel_specs(plan, runs, assumed.relaxed, speculate,
+                                   assumed.exact_loops)
     host_values_only(plan, runs)
     folded = stable_entry_values(plan, runs, layouts, assumed.unfolded,
                                  sibling.folded if sibling is not None else ())

@@ -250,7 +250,7 @@ class CallContext:
             raise getattr(failed, "raised", failed)
         channel.send([_FLAGS[2]] + _zeros(channel))
         self.eager = True
-        self.rt.variant.fell_back(f"mid-call: {failed}")
+        self.rt.variant.fell_back(f"mid-call: {failed}", k)
         return True
 
     def nested(self, call: int, skip: int, wait: int, slot: int, fn, *args, **kwargs):

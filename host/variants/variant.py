@@ -23,6 +23,7 @@ from ..runtime.losses import Replay
 from ..runtime.session import Registration, Session, get_session
 from ..runtime.trace import TRACER
 from ...slicer import SlicePlan
+from ...slicer.plan import ChannelKind
 from ...tfprog.losses import Added
 from ...tfprog.part import Part, build_part
 
@@ -131,11 +132,14 @@ class Variant:
         return lambda rt, k: load(None, program, fn, {"_gpe_rt": rt, "_gpe_k": k},
                                   signature=False)
 
-    def fell_back(self, reason: str) -> None:
+    def fell_back(self, reason: str, channel: int) -> None:
         """A value computed mid-call did not fit its channel; the host finished that call
-        eagerly. The variant is built again from new profile calls after it."""
+        eagerly. The variant is built again from new profile calls after it, but where it
+        was built for one shape of a loop's values that vary (Assumptions.exact_loops: a
+        last smaller batch is handed back, every call)."""
         self.owner.stats_.guard_failed(reason)
-        self.stale = True
+        self.stale = not (self.owner.assumed.exact_loops and
+                          self.plan.channel(channel).kind == ChannelKind.LOOP)
         log.info("%s: %s; the call goes on eagerly", self.owner.__qualname__, reason)
 
     def registration(self) -> Registration:
