@@ -307,8 +307,7 @@ class Builder:
                 raise NotBuilt(str(exc), retry=True, keep_runs=True) from None
             if isinstance(exc.__cause__, SentDecides):  # Python deciding on a sent number
                 self._fold_or_send(exc, plan, runs)
-            if not assumed.exact_loops and channel_specs(plan, runs, assumed.relaxed)[0] != \
-                    channel_specs(plan, runs, assumed.relaxed, exact_loops=True)[0]:
+            if not assumed.exact_loops and _loops_vary(plan, runs, assumed.relaxed):
                 assumed.exact_loops = True  # a loop's values at one shape, the rest handed back
                 log.info("%s: no variant for a loop's values of any size (%s); one for the "
                          "largest seen instead", owner.__qualname__, exc)
@@ -426,6 +425,15 @@ def _never_iterated(plan: SlicePlan, runs: list, guess: bool = False) -> set:
     if not channels or any(c.kind != ChannelKind.LOOP for c in channels):
         return set()
     return {n for c in channels for n in c.names}
+
+
+def _loops_vary(plan: SlicePlan, runs: list, relaxed: dict) -> bool:
+    """Whether a loop's values take any size in some dimension (they varied)."""
+    try:
+        return channel_specs(plan, runs, relaxed)[0] != \
+            channel_specs(plan, runs, relaxed, exact_loops=True)[0]
+    except (PartError, Unsendable):  # (raised again where the variant is built)
+        return False
 
 
 def crossings(plan: SlicePlan, runs: list, assumed: Assumptions, sibling: Variant | None = None,

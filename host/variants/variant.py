@@ -203,7 +203,7 @@ class Variants:
         observed[PLAN] = plan
         runs = self.profiles.setdefault(key, [])
         runs.append(observed)
-        return [run for run in runs if run.get(PLAN, plan) is plan]
+        return [run for run in runs if run.get(PLAN, plan) == plan]
 
     def pooled(self, key: tuple, plan: SlicePlan) -> list:
         """Profile runs of other keys with the same plan (trees of other shapes: see
@@ -211,7 +211,7 @@ class Variants:
         self.plans[key] = plan
         return [run for other, runs in self.profiles.items() if other != key
                 and self.plans.get(other) == plan for run in runs
-                if run.get(PLAN, plan) is plan]
+                if run.get(PLAN, plan) == plan]
 
     def add(self, key: tuple, variant: Variant) -> None:
         self.built[key] = variant
