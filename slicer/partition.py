@@ -22,7 +22,7 @@ import copy
 
 import gast
 
-from . import anno, generated, nodes, outline, raising, scope, templates
+from . import anno, generated, nodes, outline, raising, scope, shapes, templates
 from .anno import Key
 from .chains import dotted, stored_names
 from .errors import Refusal
@@ -181,7 +181,7 @@ class _Partition:
                     stmt, self.recompute, self.writer.rescuable and not self.in_tf_with,
                     self.parsed.filename))
             else:
-                target.append(stmt)
+                target.append(shapes.checked(stmt))
                 self.writer.host.append(stmt)
             if not anno.get(stmt, Key.MIRROR):
                 self.writer.mark_kept(stmt, place == Place.TF)
@@ -207,7 +207,7 @@ class _Partition:
                 k = next(c.index for c in reversed(self.writer.channels)
                          if c.kind == ChannelKind.GATE)
                 self.writer.with_gates.append((k, made))
-        target.append(_in_line_scope(_tf_calls(stmt)))
+        target.append(_in_line_scope(_tf_calls(shapes.checked(stmt))))
         self._twin(stmt)
         self.writer.host += _host_halves(stmt, self.parsed.filename)
         self.writer.outputs(stmt, target, crossing)

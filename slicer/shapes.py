@@ -12,15 +12,19 @@ and a trace that does not know one fails: the function runs eagerly, never diffe
 `reads(fn, params)`: ((argument position, dims), ...) for one analysed callee, where dims
 is a tuple of dimension indices, () for its rank alone, or None for every dimension; None
 where the callee reads one the call cannot check. `at_call(needs, call, sites)`: those, as
-indices into the caller's call's positional arguments.
+indices into the caller's call's positional arguments. `checked(stmt)`: a TF statement
+whose own static reads (`X.shape[0]` of a loop's batch: the loop's channel may take any
+size there) check the same when traced.
 """
 from __future__ import annotations
 
+import copy
+
 import gast
 
-from . import anno, nodes
+from . import anno, nodes, templates
 from .anno import Key
-from .chains import stored_names, unchanged_reads
+from .chains import dotted, stored_names, unchanged_reads
 from .facts import TF_KINDS, Kind
 
 _READS = ("shape", "ndim")
@@ -67,6 +71,24 @@ def at_call(needs: tuple, call: gast.Call, sites: list) -> tuple | None:
             return None
         out.append((index, dims))
     return tuple(out)
+
+
+def checked(stmt: gast.stmt) -> gast.stmt:
+    """`stmt`, or a copy whose static reads of tensors the kinds pass found fixed for the
+    call (CONSTANT: an argument the call key fixes, a loop's values) read through
+    `_gpe_rt.known`, so that a trace that does not know the dimension fails."""
+    def read(node) -> bool:
+        return isinstance(node, gast.Attribute) and node.attr in _READS and \
+            anno.get(node, Key.CONSTANT) and anno.get(node.value, Key.KIND) == Kind.TENSOR
+    if not any(read(n) for n in nodes.walk(stmt)):
+        return stmt
+    stmt = copy.deepcopy(stmt)  # (the host program keeps the original)
+    parents = _parents(stmt)
+    for node in [n for n in nodes.walk(stmt) if read(n)]:
+        name = dotted(node.value) or "a tensor"
+        node.value = templates.expr(f"_gpe_rt.known(v, {_dims(node, parents)!r}, {name!r})",
+                                    v=node.value)
+    return stmt
 
 
 def _dims(node: gast.Attribute, parents: dict) -> tuple | None:

@@ -21,6 +21,10 @@ TARGETS = tf.constant(RNG.normal(size=(18, 1)), tf.float32)
 
 # the host iterates the dataset and sends each batch (a loop the host decides)
 ITERATING = frozenset({"AnonymousIteratorV3", "MakeIterator", "IteratorGetNext"})
+# and where the last batch is handed back to it, it runs that batch eagerly (counted)
+HANDED_BACK = ITERATING | {"ReadVariableOp", "MatMul", "Sub", "Pow", "Sum", "RealDiv", "Neg",
+                           "Mul", "Shape", "BroadcastGradientArgs", "Reshape", "Tile",
+                           "AssignSubVariableOp", "Identity"}
 
 
 def _data():
@@ -60,12 +64,8 @@ def _epoch(loss, log):
 def test_an_epoch_whose_loss_reads_the_batch_size_hands_its_last_batch_back():
     # a profile call more: the loop's trace of any batch size failed, built again with
     # the largest batch (from the same profile calls and one more)
-    # (the handed-back batch runs eagerly: its ops, counted below)
-    last_batch = ITERATING | {"ReadVariableOp", "MatMul", "Sub", "Pow", "Sum", "RealDiv",
-                              "Neg", "Mul", "Shape", "BroadcastGradientArgs", "Reshape",
-                              "Tile", "AssignSubVariableOp", "Identity"}
     under = check(lambda log: _epoch(per_example, log), None, graph_calls=2,
-                  profile_calls=3, host_ops_allowed=last_batch)
+                  profile_calls=3, host_ops_allowed=HANDED_BACK)
     # two MatMuls a batch (forward, gradient): one batch of five per call ran eagerly
     assert under.host_ops["MatMul"] == 2 * 2, under.host_ops
     stats = under.target.stats()
@@ -80,3 +80,29 @@ def test_an_epoch_with_a_smaller_last_batch_runs_every_batch_in_the_graph():
                   host_ops_allowed=ITERATING)
     stats = under.target.stats()
     assert stats["variants"] == 1 and not stats["guard_failures"], stats
+
+
+def _scaled_by_the_batch_size(log):
+    w = tf.Variable(tf.ones((3, 1)))
+
+    def epoch(data):
+        total = 0.0
+        for X, y in data:
+            with tf.GradientTape() as tape:  # (a full batch's loss counts twice)
+                l = tf.reduce_sum((tf.matmul(X, w) - y) ** 2) * (2.0 if X.shape[0] == 4 else 1.0)
+            w.assign_sub(0.01 * tape.gradient(l, w))
+            total += float(l)
+        log.append(total)
+        return w.read_value()
+    return epoch, {"w": w}, [(_data(),)] * 6
+
+
+@pytest.mark.timeout(300)
+def test_a_step_reading_its_own_batch_size_is_not_traced_with_none():
+    """A wrong result: the loop took any batch size (its profile calls saw 4 and 2), so
+    `X.shape[0] == 4` was traced as `None == 4`, False, in every sliced call. The TF part
+    checks the dimensions it reads of a loop's values when traced: the loop takes the
+    largest batch, the last one handed back to the host."""
+    under = check(_scaled_by_the_batch_size, None, graph_calls=2, profile_calls=3,
+                  host_ops_allowed=HANDED_BACK)
+    assert under.host_ops["MatMul"] == 2 * 2, under.host_ops  # one batch of five a call
