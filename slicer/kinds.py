@@ -344,8 +344,7 @@ class _Inferer:
         needs = judged and shapes.at_call(judged.shapes, node, sites)
         if reads is None or tests is None or needs is None:
             return None
-        if needs:
-            anno.set(node, Key.CALLEE_SHAPES, needs)
+        anno.set(node, Key.CALLEE_SHAPES, needs)  # (dimensions its trace must know)
         if tests:
             anno.set(node, Key.CALLEE_TESTS, tests)
         if isinstance(node.func, gast.Name) and node.func.id in self.facts.objects:

@@ -21,7 +21,7 @@ from .elements import with_given
 from .loader import load
 from .stubs import Raised
 from .outlined import Outlined
-from .relaxed import differs as relaxed_differs
+from .relaxed import differs as relaxed_differs, loops_vary
 from ..runtime.trace import TRACER
 from ..speculation.speculation import (Assumptions, NotObserved, channel_specs, leaf_shapes,
                                        sent_numbers,
@@ -177,6 +177,17 @@ class Builder:
                         "_gpe_obs_outlined": self.outlined.taker(plan.outlines)})
         return program(*args, **kwargs), observed
 
+    def _exact_loops(self, exc: Exception, plan: SlicePlan, runs: list) -> None:
+        """A part whose loops take values of any size failed to trace: build it with
+        each loop's values at the largest shape seen, the others handed back to the host
+        (a last smaller batch, every call). Raises NotBuilt where that is new."""
+        assumed = self.owner.assumed
+        if not assumed.exact_loops and loops_vary(plan, runs, assumed.relaxed):
+            assumed.exact_loops = True
+            log.info("%s: no variant for a loop's values of any size (%s); one for the "
+                     "largest seen instead", self.owner.__qualname__, exc)
+            raise NotBuilt(str(exc), retry=True, keep_runs=True) from None
+
     def _fold_or_send(self, exc: PartError, plan: SlicePlan, runs: list) -> None:
         """The trace decided on a number the host sends: with one profile call (which folds
         nothing: speculation.py) profile one more; numbers that changed while profiling are
@@ -268,8 +279,7 @@ class Builder:
                                      owner.keys.lookup)
             seen = dataclasses.replace(seen, specs=given)
             guess = guess and bool(unreached_lines(plan, seen.specs))  # (speculated)
-            # as fast as its sibling (measured, or being measured: the first of the two
-            # to settle gives the other its verdict)
+            # as fast as its sibling (the first of the two to settle gives the other its verdict)
             with TRACER.build("trace", owner):  # a profile's event (runtime/trace.py)
                 variant = assemble(owner, plan, values, seen, adaptive=adaptive,
                                    sibling=sibling, prior=owner.payoff.times,
@@ -307,11 +317,7 @@ class Builder:
                 raise NotBuilt(str(exc), retry=True, keep_runs=True) from None
             if isinstance(exc.__cause__, SentDecides):  # Python deciding on a sent number
                 self._fold_or_send(exc, plan, runs)
-            if not assumed.exact_loops and _loops_vary(plan, runs, assumed.relaxed):
-                assumed.exact_loops = True  # a loop's values at one shape, the rest handed back
-                log.info("%s: no variant for a loop's values of any size (%s); one for the "
-                         "largest seen instead", owner.__qualname__, exc)
-                raise NotBuilt(str(exc), retry=True, keep_runs=True) from None
+            self._exact_loops(exc, plan, runs)
             relaxed = assumed.unrelax(values)
             if relaxed:  # built for exact shapes instead (a variant per shape)
                 log.info("%s: no variant for any size of %s (%s); one per shape instead",
@@ -425,15 +431,6 @@ def _never_iterated(plan: SlicePlan, runs: list, guess: bool = False) -> set:
     if not channels or any(c.kind != ChannelKind.LOOP for c in channels):
         return set()
     return {n for c in channels for n in c.names}
-
-
-def _loops_vary(plan: SlicePlan, runs: list, relaxed: dict) -> bool:
-    """Whether a loop's values take any size in some dimension (they varied)."""
-    try:
-        return channel_specs(plan, runs, relaxed)[0] != \
-            channel_specs(plan, runs, relaxed, exact_loops=True)[0]
-    except (PartError, Unsendable):  # (raised again where the variant is built)
-        return False
 
 
 def crossings(plan: SlicePlan, runs: list, assumed: Assumptions, sibling: Variant | None = None,

@@ -22,6 +22,8 @@ from .variant import Crossings, Variant, traced
 from ...slicer import SlicePlan
 from ...slicer.plan import ChannelKind
 from ...tfprog.arithmetic import differences
+from ...tfprog.channels import Unsendable
+from ...tfprog.part import PartError
 
 
 def differs(variant: Variant, plan: SlicePlan, values: dict, runs: list, crossings: Crossings,
@@ -46,3 +48,14 @@ def differs(variant: Variant, plan: SlicePlan, values: dict, runs: list, crossin
     return (f"traced for any size of {', '.join(relaxed)}, the TF part computes otherwise "
             f"than for the sizes of the call ({found}): library code chose its ops by the "
             "static shape")
+
+
+def loops_vary(plan: SlicePlan, runs: list, relaxed: dict) -> bool:
+    """Whether a loop of `plan` takes its values any size in some dimension (they varied
+    in the profile `runs`): where its part then fails to trace, the builder tries the
+    largest size seen (Assumptions.exact_loops), the others handed back to the host."""
+    try:
+        return channel_specs(plan, runs, relaxed)[0] != \
+            channel_specs(plan, runs, relaxed, exact_loops=True)[0]
+    except (PartError, Unsendable):  # (raised again where the variant is built)
+        return False
