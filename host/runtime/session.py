@@ -253,11 +253,8 @@ class Session:
         if group.number != self.last_group:
             # another sink than the last call's: it may run only once the calls sent to
             # the others have finished (calls keep their order; see host/runtime/sinks.py)
-            if self.sent > self.acknowledged:
-                if TRACER.on:  # a profile or `gpe run --report`: the wait is an event
-                    TRACER.switch(self)
-                else:
-                    self.fence()
+            if self.sent > self.acknowledged:  # (profiled or reported: an event)
+                TRACER.switch(self) if TRACER.on else self.fence()
             self.last_group = group.number
         if group.current is not reg:
             self._word(group, slot)
