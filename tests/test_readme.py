@@ -13,8 +13,10 @@ import background
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 NAMED = sorted(set(re.findall(r"\bexamples/\w+\.py\b", README)))
-# the fewest steps each needs to train, compare with eager and print its verdict
-ARGS = {"examples/train_mlp.py": ["--steps", "60", "--repeats", "1", "--report-every", "10"]}
+# the fewest steps each needs to train, compare with eager and print its verdict; the
+# fewest repeats (each way measured once: every step of the bench, 8 processes instead of 24)
+ARGS = {"examples/train_mlp.py": ["--steps", "60", "--repeats", "1", "--report-every", "10"],
+        "examples/bench_bundle.py": ["--repeats", "1"]}
 
 
 def test_readme_names_its_examples_and_commands():
