@@ -8,8 +8,9 @@ itself they cover its items only). A compound statement the host runs whole (`if
 
 A compound statement's READS are the names whose value from before it it may read (a name
 its body surely binds before reading it is not one: slicer/bindings.py), and `Key.KEEPS`
-the names it binds on some paths only, whose value from before may survive it.
-Needs kinds.resolve first.
+the names it binds on some paths only, whose value from before may survive it. A statement
+calling user code on the host also binds the globals the module's code rebinds
+(slicer/globalwrites.py). Needs kinds.resolve first.
 """
 from __future__ import annotations
 
@@ -17,33 +18,40 @@ import gast
 
 from . import anno, bindings, nodes, scope
 from .anno import Key
+from .facts import Kind
 from .hoist import is_tf_with
 
 
-def resolve(fn: gast.FunctionDef) -> None:
+def resolve(fn: gast.FunctionDef, rebound: frozenset = frozenset()) -> None:
+    """`rebound`: globals the module's code rebinds (slicer/globalwrites.py): a statement
+    calling user code on the host writes them."""
     local = {a.id for a in nodes.walk(fn.args) if isinstance(a, gast.Name)}
     local |= {n.id for n in scope.walk(fn) if isinstance(n, gast.Name)
               and isinstance(n.ctx, (gast.Store, gast.Del))}
     for stmt in fn.body:
-        _statement(stmt, frozenset(local))
+        _statement(stmt, frozenset(local), rebound - local)
 
 
-def _statement(stmt: gast.stmt, local: frozenset) -> None:
+def _statement(stmt: gast.stmt, local: frozenset, rebound: frozenset) -> None:
     if is_tf_with(stmt):  # the TF part keeps the block: its statements are analysed alone
         parts = [item.context_expr for item in stmt.items]
         parts += [item.optional_vars for item in stmt.items if item.optional_vars is not None]
         for child in stmt.body:
-            _statement(child, local)
+            _statement(child, local, rebound)
     else:
         parts = [stmt]
         if isinstance(stmt, (gast.For, gast.While, gast.If)):
             for child in stmt.body + stmt.orelse:
-                _statement(child, local)
+                _statement(child, local, rebound)
     reads: set[str] = set()
     writes: set[str] = set()
     for part in parts:
         _collect(part, reads, writes, nested=False)
     bound = frozenset(writes)
+    if rebound and any(_user_call(n) for part in parts for n in scope.walk(part, _NESTED)):
+        # a call of user code may rebind a module's global (`bump()`, `global step` in it):
+        # after the call its value is the host's
+        writes |= rebound
     # a local container changed in place (`buf[0] = ...`, `buf.append(...)`) is written
     writes |= {n for part in parts for n in _mutated_roots(part)} & local
     if parts == [stmt] and not isinstance(stmt, _SIMPLE):
@@ -83,6 +91,16 @@ def _collect(node: gast.AST, reads: set, writes: set, nested: bool) -> None:
         return
     for child in nodes.children(node):
         _collect(child, reads, writes, inner)
+
+
+_NESTED = (gast.FunctionDef, gast.Lambda, gast.ClassDef)
+
+
+def _user_call(node: gast.AST) -> bool:
+    """A call of code the host runs as Python (a user function or method, not a builtin or
+    a TF op)."""
+    return isinstance(node, gast.Call) and anno.get(node.func, Key.KIND) in (
+        Kind.HOST, Kind.SLICED_FN)
 
 
 MUTATING_METHODS = frozenset({

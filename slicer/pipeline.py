@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import gast
 
-from . import activity, anno, callees, crossings, hoist, kinds, nodes, outline, partition, placement, splice
+from . import activity, anno, callees, crossings, globalwrites, hoist, kinds, nodes, outline, partition, placement, splice
 from .anno import Key
 from .errors import Refusal
 from .facts import Facts, Kind
@@ -101,7 +101,7 @@ def analyse(parsed: Parsed, facts: Facts, until: Pass = Pass.CROSSINGS,
         # again: hoisting added temporaries
         (Pass.RETYPE, lambda: kinds.resolve(parsed, facts, _callee_kind)),
         # reads/writes per statement
-        (Pass.ACTIVITY, lambda: activity.resolve(parsed.node)),
+        (Pass.ACTIVITY, lambda: activity.resolve(parsed.node, globalwrites.rebound(parsed))),
         # needs kinds + activity: TF, host or both
         (Pass.PLACEMENT, lambda: placement.resolve(parsed, facts)),
         # needs placement: channels, gates, barriers

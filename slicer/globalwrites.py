@@ -1,0 +1,64 @@
+"""Globals the module's own code rebinds (`def bump(): global step; step += 1`).
+
+A call of the user's code on the host may rebind such a global in the middle of a call
+(eagerly, `x * step` after `bump()` reads the new value). `rebound(parsed)` names the
+globals any function or method of the function's module stores (`STORE_GLOBAL` in its
+code, nested functions included); activity.resolve counts them as written by each
+statement that calls user code on the host, so the TF part reads the value the host has
+there, sent after the call, not the one sent when the call started. Nothing here imports
+TensorFlow.
+"""
+from __future__ import annotations
+
+import dis
+import functools
+import inspect
+import types
+
+from .parser import Parsed
+
+_STORES = frozenset({"STORE_GLOBAL", "DELETE_GLOBAL"})
+
+
+def rebound(parsed: Parsed) -> frozenset:
+    """Names of globals the code of the function's module rebinds anywhere, holding values
+    that cross between the parts (numbers, strings, tensors: an object, a model, is
+    captured by identity and cannot be sent)."""
+    fn = parsed.fn
+    module = getattr(fn, "__module__", None)
+    namespace = getattr(fn, "__globals__", {})
+    names: set[str] = set()
+    for value in list(namespace.values()):
+        for code in _codes(value, module):
+            names |= _stored(code)
+    return frozenset(n for n in names if _crosses(namespace.get(n)))
+
+
+def _crosses(value) -> bool:
+    if value is None or type(value) in (bool, int, float, str):
+        return True
+    return hasattr(value, "dtype") and hasattr(value, "shape") and not hasattr(value, "assign")
+
+
+def _codes(value, module):
+    """Code objects of a function or class of `module` (a gpe wrapper: its function)."""
+    value = inspect.unwrap(value) if callable(value) and hasattr(value, "__wrapped__") \
+        else value
+    if isinstance(value, types.FunctionType):
+        if value.__module__ == module:
+            yield value.__code__
+    elif isinstance(value, type) and value.__module__ == module:
+        for member in list(vars(value).values()):
+            member = getattr(member, "__func__", member)  # staticmethod, classmethod
+            for part in (member, getattr(member, "fget", None), getattr(member, "fset", None)):
+                if isinstance(part, types.FunctionType):
+                    yield part.__code__
+
+
+@functools.lru_cache(maxsize=4096)
+def _stored(code: types.CodeType) -> frozenset:
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in _STORES}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _stored(const)
+    return frozenset(names)

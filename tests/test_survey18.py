@@ -1,0 +1,158 @@
+"""Findings of the corpus survey of public TF2 programs (session 18: /work/corpus, outside
+the repository): each a program in their shape, compared with eager."""
+import types
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gpe
+
+STEP = 0
+STATE = tf.constant(1.0)
+CFG = types.SimpleNamespace(scale=0)
+N_TOWERS = 2
+
+WHY_ATTRIBUTE = (
+    "wrong answer: a number on an object reached through the globals (`CFG.scale`) is "
+    "folded into the TF part and guarded when the call starts (slicer/chainkinds."
+    "_guarded_static); a helper the step calls on the host (`bump_cfg()`) changes it "
+    "mid-call, and the sliced calls read the value from before (3.0 where eager gives 4.0) "
+    "until the guard sees it change; `inf.mutated` only counts changes the function "
+    "itself makes")
+WHY_DICT = (
+    "runs eagerly: a dict of tensors is host data (slicer/kinds.py `_Dict`: Kind.HOST where "
+    "a list or tuple of tensors is TENSOR), so a callee returning one is host work, and "
+    "inside a GradientTape the step is refused ('a tensor made by host code inside a `with` "
+    "block'): TF's style transfer tutorial's train_step (StyleContentModel returns "
+    "{'content': ..., 'style': ...}) never runs sliced")
+WHY_LOOP = (
+    "runs eagerly: `for i in range(N)` with N a module's number is not 'fixed for the "
+    "call' (placement._tf_compound admits names of folded arguments and paths, not bare "
+    "globals; range(2) is unrolled), so the host drives it, and a host loop inside a TF "
+    "`with` block is refused (partition: 'unsupported-order')")
+
+
+def bump():
+    """A helper keeping a module's counter (`global step; step += 1`)."""
+    global STEP
+    STEP += 1
+
+
+def double_state():
+    global STATE
+    STATE = STATE * 2.0
+
+
+def bump_cfg():
+    CFG.scale += 1
+
+
+def counted_sum(x):
+    s = tf.zeros(())
+    for _ in range(2):
+        bump()
+        s = s + x * STEP
+    return s
+
+
+def doubled_sum(x):
+    """The global a tensor the helper rebinds."""
+    parts = []
+    for _ in range(2):
+        double_state()
+        parts.append(x * STATE)
+    return tf.add_n(parts)
+
+
+def read_after_helper(x):
+    bump()
+    return x * STEP
+
+
+def read_attribute_after_helper(x):
+    bump_cfg()
+    return x * CFG.scale
+
+
+def _reset():
+    global STEP, STATE
+    STEP, STATE, CFG.scale = 0, tf.constant(1.0), 0
+
+
+def _results(fn, wrap, calls=8):
+    _reset()
+    f = wrap(fn)
+    return [f(tf.constant(1.0)).numpy().item() for _ in range(calls)], f
+
+
+def _same_as_eager(fn):
+    want, _ = _results(fn, lambda f: f)
+    got, sliced = _results(fn, lambda f: gpe.function(f, adaptive=False))
+    assert got == want
+    return sliced.stats()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fn", [counted_sum, doubled_sum, read_after_helper])
+def test_a_global_a_helper_rebinds_mid_call_is_read_after_the_helper(fn):
+    """A helper rebinding a module's global (`global step; step += 1`) in a loop of the
+    step, the TF part reading it after the call: the global was sent when the call started
+    (activity saw no write in `bump()`), so each sliced call used the counter's value at
+    entry for every pass (12.0 where eager returns 15.0): a wrong answer. A statement
+    calling user code on the host now writes the globals the module's code rebinds
+    (slicer/globalwrites.py): the value crosses after the call."""
+    stats = _same_as_eager(fn)
+    assert stats["graph_calls"] >= 4, stats
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.xfail(strict=True, reason=WHY_ATTRIBUTE)
+def test_an_attribute_a_helper_changes_mid_call_is_read_after_the_helper():
+    _same_as_eager(read_attribute_after_helper)
+
+
+def scores(x):
+    return {'a': x * 2.0, 'b': x * 3.0}
+
+
+def dict_step(image):
+    """TF's style-transfer tutorial's shape: the model returns a dict of tensors."""
+    with tf.GradientTape() as tape:
+        out = scores(image)
+        loss = tf.reduce_sum(out['a']) + tf.reduce_sum(out['b'])
+    return tape.gradient(loss, image)
+
+
+def towers_step(x):
+    """A loop over a module constant inside a tape (the multi-GPU towers' shape)."""
+    with tf.GradientTape() as g:
+        g.watch(x)
+        s = tf.zeros(())
+        for i in range(N_TOWERS):
+            s = s + tf.reduce_sum(x[i:i + 1])
+    return g.gradient(s, x)
+
+
+def _sliced(fn, arg, calls=6):
+    want = fn(arg).numpy()
+    f = gpe.function(fn, adaptive=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        for _ in range(calls):
+            assert np.array_equal(f(arg).numpy(), want)
+    stats = f.stats()
+    assert stats["graph_calls"] == calls - 3, stats["fallbacks"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.xfail(strict=True, reason=WHY_DICT)
+def test_a_dict_of_tensors_inside_a_tape_runs_sliced():
+    _sliced(dict_step, tf.Variable([[0.5, 0.1]]))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.xfail(strict=True, reason=WHY_LOOP)
+def test_a_loop_over_a_module_constant_inside_a_tape_runs_sliced():
+    _sliced(towers_step, tf.constant([[1.0, 2.0], [3.0, 4.0]]))
