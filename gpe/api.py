@@ -6,7 +6,8 @@ from typing import Any, Callable, Sequence
 
 from .host.call.function import SlicedFunction
 from .host.facts.oracle import classify
-from .slicer import ArgFact, Facts, Kind, Refusal, SlicePlan, slice_function
+from . import slicer  # (its passes: loaded when a function is first sliced)
+from .slicer import ArgFact, Facts, Kind, Refusal, SlicePlan
 
 
 def function(fn: Callable | None = None, *, profile_calls: int = 3, adaptive: bool = True,
@@ -52,7 +53,7 @@ def plan_for(fn: Callable) -> SlicePlan:
         objects = {params[0]: obj}
     facts = Facts(args=args, classify=classify, objects=objects,
                   assumed="not called yet: every argument is assumed to be a tensor")
-    return slice_function(target, facts)
+    return slicer.slice_function(target, facts)
 
 
 def explain(fn: Callable, file: Any = None) -> str:

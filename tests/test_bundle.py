@@ -302,7 +302,9 @@ print(json.dumps({
     "library": len(bundle.library), "host_ops": dict(user_ops(ops)),
     "is_module_function": lib.update is many.update, "at_load": at_load,
     "installs": installs, "functions": len(lib),
-    "with_variants": sorted(n for n in lib if lib[n].variants)}))
+    "with_variants": sorted(n for n in lib if lib[n].variants),
+    "passes": sorted(m for m in ("gpe.slicer.pipeline", "gpe.slicer.callees",
+                                 "gpe.slicer.layers") if m in sys.modules)}))
 """
 
 
@@ -320,6 +322,7 @@ def test_load_runs_in_the_graph_as_eager_without_slicing(loaded):
     assert report["same"], (report["eager"], report["sliced"])
     assert "update called" in report["sliced"][1]
     assert report["slice"] == 0 and report["build_part"] == 0
+    assert report["passes"] == []  # nor are the slicer's passes imported (start-up time)
     # nothing is traced in Python: the bundle carries the sink's templates and each
     # part's wrapper (tfprog/sink.py), and the session's sink is made from them for each
     # part added (two here), with the wrapper names put in

@@ -1,5 +1,8 @@
 """JSON forms of what a bundle's index holds: a `SlicePlan`, channel specs and layouts,
-and the line numbers of generated host code.
+the line numbers of generated host code, a part's dispatch, a module's source hash; and
+the synthetic arguments a declared signature stands for. What both the exporter and the
+loader use lives here, so that loading a bundle imports none of the exporter (nor, through
+it, the slicer).
 
 Everything decodes to plain data (no pickle, no eval): a bad field raises `ValueError`
 (or `KeyError`/`TypeError`), which the loader turns into a refusal.
@@ -7,6 +10,8 @@ Everything decodes to plain data (no pickle, no eval): a bad field raises `Value
 from __future__ import annotations
 
 import ast
+import hashlib
+import sys
 from typing import Any
 
 import tensorflow as tf
@@ -133,3 +138,26 @@ def with_line_numbers(source: str, numbers: list) -> ast.Module:
     for node, (start, end) in zip(nodes, numbers):
         node.lineno, node.end_lineno = int(start), int(end)
     return tree
+
+
+def dispatch_to_json(dispatch: tuple) -> list:
+    """A part's dispatch (tfprog.part.Part.dispatch) as a bundle's index holds it."""
+    entry, dtypes = dispatch
+    return [entry, [tf.as_dtype(d).name for d in dtypes]]
+
+
+def module_hash(name: str) -> str:
+    """SHA-256 of a module's source file ('' where it has none)."""
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    if not path:
+        return ""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def synthetic(spec: tf.TensorSpec) -> tf.Tensor:
+    """A tensor of the spec's dtype and shape (1 where any size is declared): only its
+    type is used (the slicer and the key look at dtypes and shapes, not values)."""
+    shape = [1 if d is None else d for d in spec.shape.as_list()]
+    return tf.zeros(shape, spec.dtype)

@@ -12,7 +12,6 @@ The entry's source hash covers the files of every module it binds a name in.
 from __future__ import annotations
 
 import ast
-import hashlib
 import inspect
 import sys
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from ..speculation.speculation import FOLDABLE
 from ...slicer import Refusal
 from ...slicer.plan import ChannelKind
 from ...tfprog import bundle_codec as codec, sink
+from ...tfprog.bundle_codec import dispatch_to_json, module_hash, synthetic
 from ...tfprog.bundle import callees
 
 
@@ -57,13 +57,6 @@ def declared_signature(fn: Callable) -> list | None:
     if specs and all(isinstance(s, tf.TensorSpec) for s in specs):
         return specs
     return None
-
-
-def synthetic(spec: tf.TensorSpec) -> tf.Tensor:
-    """A tensor of the spec's dtype and shape (1 where any size is declared): only its
-    type is used (the slicer and the key look at dtypes and shapes, not values)."""
-    shape = [1 if d is None else d for d in spec.shape.as_list()]
-    return tf.zeros(shape, spec.dtype)
 
 
 def arguments(sliced, specs: list, instance: Any = None) -> dict[str, Any]:
@@ -178,12 +171,6 @@ def _entry(sliced, plan, variant, specs, values, instance=None) -> Exported:
     return Exported(entry, host[0], library + extra + [wrapper.function_def, own])
 
 
-def dispatch_to_json(dispatch: tuple) -> list:
-    """A part's dispatch (tfprog.part.Part.dispatch) as a bundle's index holds it."""
-    entry, dtypes = dispatch
-    return [entry, [tf.as_dtype(d).name for d in dtypes]]
-
-
 def _transitive(own, library) -> set[str]:
     by_name = {f.signature.name: f for f in library}
     seen, todo = set(), list(callees(own))
@@ -229,16 +216,6 @@ def _is_user_module(name: str) -> bool:
     module = sys.modules.get(name)
     path = getattr(module, "__file__", None) or ""
     return bool(path) and "site-packages" not in path and "/lib/python" not in path
-
-
-def module_hash(name: str) -> str:
-    """SHA-256 of a module's source file ('' where it has none)."""
-    module = sys.modules.get(name)
-    path = getattr(module, "__file__", None)
-    if not path:
-        return ""
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 def _binding(tensor, modules: list[str], instance: Any = None) -> dict:

@@ -3,11 +3,12 @@
 `install(sliced, bundle, name)` gives a SlicedFunction the variant a bundle entry holds:
 its plan, its channel specs, its generated host code, and for its TF part a
 `BundledFunction`, which the sink calls by name. The entry binds what its TF part
-captured by name in the program's own modules (see bundle_export): the module the index
-names is imported, each captured variable or tensor is looked up there and checked
-(kind, dtype, shape), and the key the variant runs under guards the captured objects'
-identities (and Python numbers' values) as a sliced variant's key does. So the bundle's
-functions use the program's variables, shared with its eager code.
+captured by name in the program's own modules (see bundle_export, which loading does
+not import): the module the index names is imported, each captured variable or tensor is
+looked up there and checked (kind, dtype, shape), and the key the variant runs under
+guards the captured objects' identities (and Python numbers' values) as a sliced
+variant's key does. So the bundle's functions use the program's variables, shared with
+its eager code.
 
 Nothing is installed at load (`gpe.load` checks and binds by name only): an entry's
 variant is made at its function's first call (`method_call`), and its FunctionDefs are
@@ -32,11 +33,11 @@ from tensorflow.python.eager import context
 from tensorflow.python.eager.polymorphic_function import atomic_function
 from tensorflow.python.framework import ops
 
-from .bundle_export import dispatch_to_json, module_hash, synthetic
 from ..facts.signature import resolve
 from ..diagnostics.stats import GpeWarning
 from ..variants.variant import Crossings, Variant, assemble
 from ...tfprog import bundle_codec as codec, sink_template
+from ...tfprog.bundle_codec import dispatch_to_json, module_hash, synthetic
 from ...tfprog.exact import exact_arithmetic
 from ...tfprog.bundle import Bundle, BundleError, read, reachable
 from ...tfprog.part import Part

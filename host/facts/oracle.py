@@ -18,8 +18,8 @@ import numpy as np
 import tensorflow as tf
 
 from . import keras_methods
+from ... import slicer  # (its layers module: loaded when a layer is judged)
 from ...slicer.facts import Kind
-from ...slicer.layers import READS, judge_layer_call
 
 try:
     import keras
@@ -350,6 +350,12 @@ def _module_kind(module: Any) -> Kind:
     return kind
 
 
+def judge_layer_call(call, layer, classify):
+    """slicer.layers' judgement of a user layer's `call`: the slicer's passes, loaded when
+    a layer is first judged (a program that only runs bundles never imports them)."""
+    return slicer.layers.judge_layer_call(call, layer, classify)
+
+
 # a user's layer whose `call` was found to be host work -> why (for messages)
 _why_host: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
 
@@ -373,7 +379,8 @@ def reads(value: Any) -> tuple[tuple[str, bool], ...] | None:
     out = []
     for sub in tree:
         # (a built Keras layer refuses new sublayers: only its numbers can change)
-        own = [(p, n) for p, n in READS.get(sub, ()) if n or not _keras_layer(sub)]
+        own = [(p, n) for p, n in slicer.layers.READS.get(sub, ())
+               if n or not _keras_layer(sub)]
         if not own:
             continue
         base = "" if sub is value else _path_to(value, sub)

@@ -28,11 +28,19 @@ from ..speculation.speculation import (Assumptions, NotObserved, channel_specs, 
                                        stable_entry_values, unreachable)
 from .unreached import handed_over, kind, snapshot, unreached_lines
 from .variant import Crossings, Variant, assemble, callee_variant
-from ...slicer import Refusal, SlicePlan, callees, slice_function
+from ... import slicer  # (its passes: loaded at the first slicing)
+from ...slicer import Refusal, SlicePlan
 from ...slicer.plan import ChannelKind
 from ...tfprog.channels import Unsendable, ValueSpec, read_variable, structure_of
 from ...tfprog.hostvalue import SentDecides
 from ...tfprog.part import NeedsEntry, PartError
+
+
+def slice_function(fn, facts):
+    """The slicer's pipeline, loaded at the first slicing (a program that only runs
+    bundles never imports its passes)."""
+    return slicer.slice_function(fn, facts)
+
 
 log = logging.getLogger("gpe")
 # `_gpe_rt` of a profile program: only what the user's statements call on it (a variable
@@ -85,7 +93,7 @@ class Builder:
         facts = signature.facts_for(described, values)
         facts = dataclasses.replace(facts, **assumed.facts(), reads=oracle.reads,
                                     iterables=assumed.iterables_for(facts.objects))
-        with oracle.unbuilt as unbuilt, callees.Recording() as judged, \
+        with oracle.unbuilt as unbuilt, slicer.callees.Recording() as judged, \
                 TRACER.build("slice", self.owner):  # a profile's event (runtime/trace.py)
             try:
                 plan = slice_function(self.owner.fn, facts)
@@ -133,7 +141,7 @@ class Builder:
         again at the next call rather than keep a plan that runs it on the host, and
         judge again the callees judged meanwhile (`self.forward(x)` calling the model)."""
         if layers:
-            callees.forget(judged)
+            slicer.callees.forget(judged)
         if layers and self.unbuilt_tries < MAX_UNBUILT_TRIES:
             self.unbuilt_tries += 1
             raise NotBuilt(f"{type(layers[0]).__name__} is not built yet", retry=True)
