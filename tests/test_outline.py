@@ -215,3 +215,47 @@ def test_a_file_edited_while_its_loop_runs_keeps_running_as_imported(tmp_path):
     eager, under = results(lambda f: f), results(lambda f: gpe.function(f, adaptive=False))
     assert eager[0] == under[0] and same(eager[1], under[1]), (eager, under)
     assert under[2].builder.outlined.bodies == {9: None}  # (the loop on line 9: none made)
+
+
+class Regressor(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.hidden = tf.keras.layers.Dense(8, activation="relu")
+        self.out = tf.keras.layers.Dense(1)
+
+    def call(self, X):
+        return self.out(self.hidden(X))
+
+
+def train_model(net, data, epochs):
+    """A model built by its first call, inside the training function (d2l's train_ch8,
+    train_seq2seq: `net` made just before)."""
+    opt = tf.keras.optimizers.SGD(0.01)
+    for epoch in range(epochs):
+        for X, y in data:
+            with tf.GradientTape() as tape:
+                l = tf.reduce_mean((net(X) - y) ** 2)
+            grads = tape.gradient(l, net.trainable_variables)
+            opt.apply_gradients(zip(grads, net.trainable_variables))
+        print("epoch", epoch, float(l))
+    return tuple(tf.identity(v) for v in net.trainable_variables)
+
+
+@pytest.mark.timeout(300)
+def test_a_model_built_inside_the_training_function_runs_its_steps_in_the_graph():
+    """The function could not be sliced before its model was built ("Regressor is not
+    built yet"), so its one call ran eagerly as written, no loop outlined; it is
+    profiled with the plan it has, its layers on the host, and the loop's body is
+    sliced once the first pass has built them."""
+    def run(fn):
+        tf.keras.utils.set_random_seed(4)
+        return observed(fn, Regressor(), DATA, 5)
+    eager = run(train_model)
+    sliced = gpe.function(train_model, adaptive=False)
+    under = run(sliced)
+    assert same(eager[0], under[0]) and eager[1] == under[1], (eager[:2], under[:2])
+    (body,) = sliced.builder.outlined.bodies.values()
+    stats = body.stats()  # 20 passes: 3 as written, the body's 3 profile calls, sliced
+    assert stats["calls"] == 17 and stats["graph_calls"] >= 12, stats
+    # five MatMuls a pass (two forward, three backward): eagerly only in passes not sliced
+    assert eager[2]["MatMul"] == 100 and under[2]["MatMul"] == 5 * (20 - stats["graph_calls"])

@@ -286,6 +286,9 @@ class SlicedFunction:
             # calls is built by this call: the first profile call, without observations)
             log.info("%s: %s; runs eagerly", self.__qualname__, not_yet)
             self.stats_.profile_calls += 1
+            if not_yet.plan is not None:  # its training loops' bodies sliced on the way
+                self.stats_.eager_calls += 1
+                return self.builder.profile(not_yet.plan, args, kwargs)[0]
         except Refusal as refusal:
             self._refuse(key, str(refusal))
             # no signature can change these: the function is plain Python from now on

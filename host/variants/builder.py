@@ -55,10 +55,13 @@ class NotBuilt(Exception):
     """A variant could not be built. retry: profile this key again (the assumptions
     changed, so the next build may succeed); else the key runs eagerly, for `reason`."""
 
-    def __init__(self, reason: str, retry: bool, keep_runs: bool = False):
+    def __init__(self, reason: str, retry: bool, keep_runs: bool = False, plan=None):
         super().__init__(reason)
         self.retry = retry
         self.keep_runs = keep_runs  # profile one more call, keeping the runs seen so far
+        # a plan this call may be profiled with all the same, for its training loops'
+        # bodies (outlined: sliced once the call has built its layers); its runs unused
+        self.plan = plan
 
 
 class Builder:
@@ -106,7 +109,7 @@ class Builder:
                 refusal = self.refusals[plan_key] = Refusal(
                     "slicer-error", f"the slicer failed: {type(exc).__name__}: {exc}")
                 raise refusal from exc
-        self._unbuilt(unbuilt, judged)
+        self._unbuilt(unbuilt, judged, plan)
         self.iterables[id(plan)] = dict(facts.iterables)
         owner = self.owner
         if self.nothing_for_graph(plan) and not (owner.auto or owner.replica_step):
@@ -136,7 +139,7 @@ class Builder:
         taken for a call: a recursive call profiled meanwhile may have changed it."""
         return self.taken_under.get(id(plan)) == self.owner.assumed.plan_state()
 
-    def _unbuilt(self, layers: list, judged: list) -> None:
+    def _unbuilt(self, layers: list, judged: list, plan: SlicePlan | None = None) -> None:
         """A user's Keras layer not built yet (its first call builds it) was judged: slice
         again at the next call rather than keep a plan that runs it on the host, and
         judge again the callees judged meanwhile (`self.forward(x)` calling the model)."""
@@ -144,7 +147,8 @@ class Builder:
             slicer.callees.forget(judged)
         if layers and self.unbuilt_tries < MAX_UNBUILT_TRIES:
             self.unbuilt_tries += 1
-            raise NotBuilt(f"{type(layers[0]).__name__} is not built yet", retry=True)
+            raise NotBuilt(f"{type(layers[0]).__name__} is not built yet", retry=True,
+                           plan=plan if plan is not None and plan.outlines else None)
 
     def _capture_types(self, plan: SlicePlan, values) -> tuple:
         """What a plan depends on of what it captured: their types, and the values of the
