@@ -174,6 +174,20 @@ def _keras_own(obj: Any) -> bool:
     return _top(type(obj).__module__ or "") == "keras"
 
 
+# what a user's subclass of a Keras optimizer or metric may define and still behave as
+# Keras's class does (`class AdamOptWrapper(optimizers.Adam)` passing its defaults on)
+_CONSTRUCTION = frozenset({"__init__", "get_config", "from_config", "__module__",
+                           "__qualname__", "__doc__", "__dict__", "__weakref__",
+                           "__firstlineno__", "__static_attributes__"})
+
+
+def _keras_behaved(obj: Any) -> bool:
+    """Keras's own, or a user's subclass of it that only constructs it: every method it
+    runs when called or applied is Keras's."""
+    return all(_top(cls.__module__ or "") in ("keras", "tensorflow", "builtins") or
+               set(vars(cls)) <= _CONSTRUCTION for cls in type(obj).__mro__)
+
+
 def _keras_kind(obj: Any) -> Kind | None:
     """Kinds of Keras layers, models, optimizers and their bound methods, or None."""
     if keras is None:
@@ -198,9 +212,9 @@ def _keras_kind(obj: Any) -> Kind | None:
             return _module_kind(obj)  # a user's own __call__ (older TF2 examples' models)
         return Kind.TF_EFFECT_OP if _keras_all_the_way(obj) or _all_tf(obj) else Kind.HOST
     if isinstance(obj, keras.optimizers.Optimizer):
-        return Kind.TF_OBJECT if _keras_own(obj) else Kind.HOST
+        return Kind.TF_OBJECT if _keras_behaved(obj) else Kind.HOST
     if isinstance(obj, keras.metrics.Metric):  # calling one updates its variables
-        return Kind.TF_EFFECT_OP if _keras_own(obj) else Kind.HOST
+        return Kind.TF_EFFECT_OP if _keras_behaved(obj) else Kind.HOST
     if isinstance(obj, keras.losses.Loss) and _keras_own(obj):
         return Kind.TF_OP  # a loss object: calling it is TF work (functions: _keras_op)
     return None
@@ -214,7 +228,7 @@ def _is_add_loss(function: Any) -> bool:
 
 def _keras_all_the_way(obj: Any) -> bool:
     if isinstance(obj, (keras.optimizers.Optimizer, keras.metrics.Metric)):
-        return _keras_own(obj)
+        return _keras_behaved(obj)
     layers = obj._flatten_layers(include_self=True, recursive=True)
     return all(_keras_own(layer) for layer in layers)
 
