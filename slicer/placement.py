@@ -214,7 +214,8 @@ class _Placer:
     def __init__(self, parsed: Parsed, facts: Facts):
         self.parsed = parsed
         self.both: set[str] = set()
-        self.fixed = {n for n, f in facts.args.items() if f.constant}  # folded arguments
+        # folded arguments (not a variable: its value changes, `v + 0.0` is TF work)
+        self.fixed = {n for n, f in facts.args.items() if f.constant and f.kind != Kind.VARIABLE}
         self.mirrored = False  # inside a statement the TF part follows (no Python values there)
         self.in_tf_with = 0
         self.unrolling = 0  # inside a `for` or `if` the TF part runs whole (_tf_compound)

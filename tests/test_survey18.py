@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 import gpe
+import keras
 
 STEP = 0
 STATE = tf.constant(1.0)
@@ -183,3 +184,66 @@ def test_a_keras_rnn_gradient_is_bit_identical():
         got = [g.numpy() for g in sliced(x)]
     assert sliced.stats()["graph_calls"] == 1
     assert all(np.array_equal(a, b) for a, b in zip(want, got))
+
+
+def scale_and_read(v, x):
+    v.assign(v * x)
+    return v * 1.5
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("make", [tf.Variable, keras.Variable])
+def test_arithmetic_on_a_variable_argument_reads_it_after_the_write(make):
+    """`v * 1.5` on a variable argument was 'plain Python, computed on each side'
+    (placement: the argument is fixed for the call, as a folded number is), so the host
+    computed it without waiting for the TF part's `v.assign`: the sliced calls, run ahead,
+    all returned the value from the profile calls (12.0, 12.0, 12.0 where eager returns 24,
+    48, 96). A variable is not a value fixed for the call."""
+    x = tf.constant(2.0)
+    eager_v, sliced_v = make([1.0]), make([1.0])
+    want = [scale_and_read(eager_v, x).numpy().tolist() for _ in range(6)]
+    sliced = gpe.function(scale_and_read, adaptive=False)
+    assert [sliced(sliced_v, x).numpy().tolist() for _ in range(6)] == want
+    assert np.array_equal(sliced_v.numpy(), eager_v.numpy())
+    assert sliced.stats()["graph_calls"] == 3
+
+
+def times(v, x):
+    return v * x
+
+
+def backprop(x, trainable_variables):
+    """aymericdamien's multi-GPU example: the gradient for a list of variables passed in."""
+    with tf.GradientTape() as g:
+        loss = tf.reduce_sum(tf.matmul(x, trainable_variables[0]) + trainable_variables[1])
+        gradients = g.gradient(loss, trainable_variables)
+    return gradients
+
+
+@pytest.mark.timeout(120)
+def test_a_keras_variable_argument_is_told_apart_from_another():
+    """A Keras 3 variable (what layers' `trainable_variables` hold) is not a tf.Variable:
+    its key was its type alone, so a variant built on one variable read it for the next
+    (`times(b, x)` returned a's values): a wrong answer. It is a variable to the key now,
+    guarded by identity."""
+    a, b, x = keras.Variable([1.0, 2.0]), keras.Variable([10.0, 20.0]), tf.constant(2.0)
+    sliced = gpe.function(times, adaptive=False)
+    for v in [a, b] * 4:
+        assert sliced(v, x).numpy().tolist() == times(v, x).numpy().tolist()
+    assert sliced.stats()["graph_calls"] == 2
+
+
+@pytest.mark.timeout(120)
+def test_a_list_of_keras_variables_argument_runs_sliced():
+    """`backprop(batch_x, batch_y, conv_net.trainable_variables)`: a list of Keras variables
+    was plain data ('cannot cross into the TF part') and the step ran eagerly; it is
+    captured as a list of tf.Variables is, each guarded by identity."""
+    layer = keras.layers.Dense(2)
+    x = tf.constant([[1.0, 2.0, 3.0]])
+    layer(x)
+    want = [g.numpy() for g in backprop(x, layer.trainable_variables)]
+    sliced = gpe.function(backprop, adaptive=False)
+    for _ in range(6):
+        got = [g.numpy() for g in sliced(x, layer.trainable_variables)]
+    assert all(np.array_equal(a, b) for a, b in zip(want, got))
+    assert sliced.stats()["graph_calls"] == 3, sliced.stats()["fallbacks"]
