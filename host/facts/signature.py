@@ -18,6 +18,12 @@ from ...slicer.facts import ArgFact, Facts, Kind
 from ...tfprog.channels import is_per_replica, structure_of
 from tensorflow.python.types.distribute import DistributedValues as _DistributedValues
 
+try:  # a Keras 3 variable (layers' and optimizers' variables) holds a tf.Variable, is none
+    from keras import Variable as _KerasVariable
+except ImportError:  # pragma: no cover - keras comes with tensorflow
+    _KerasVariable = tf.Variable
+_VARIABLES = (tf.Variable, _KerasVariable)
+
 _FOLDED = (bool, int, str, type(None))
 MAX_DESCRIBED = 32  # longer tuples, lists and dicts are described by their type only
 
@@ -38,8 +44,8 @@ def describe(value: Any, dynamic: bool = False, relaxed: tuple | None = None) ->
         return ("tensor", _DTYPE_NAMES.get(enum) or _dtype_name(enum), shape)
     if cls in _FOLDED and not (dynamic and cls is int):
         return ("constant", cls.__name__, value)
-    if isinstance(value, tf.Variable):
-        return ("variable", id(value))
+    if isinstance(value, _VARIABLES):  # (a Keras variable too: by type alone, a variant
+        return ("variable", id(value))  # built on one read it for another)
     if isinstance(value, _DistributedValues):  # PerReplica, Mirrored (never baked in)
         return _distributed(value)
     if getattr(cls, "_gpe_pending", False) or isinstance(value, tf.Tensor):
@@ -103,7 +109,7 @@ def _spec(value: Any) -> Any:
 
 
 def _holds_tensor(value: Any) -> bool:
-    if isinstance(value, (tf.Tensor, tf.Variable)) or hasattr(value, "_gpe_pending"):
+    if isinstance(value, (tf.Tensor, *_VARIABLES)) or hasattr(value, "_gpe_pending"):
         return True
     if is_per_replica(value):
         return True
