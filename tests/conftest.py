@@ -1,8 +1,16 @@
 import os
+import signal
 import sys
 import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# a run started in the background of a non-interactive shell ignores SIGINT, and a child
+# would inherit that (Python then installs no KeyboardInterrupt handler, nor gpe its own):
+# with a handler here, every child starts with SIGINT's default, as in a terminal. (Not a
+# preexec_fn per child: a forked child runs the at-fork hooks first, and gpe's ran TF ops
+# there, which deadlocked while another thread of this process held a TF lock.)
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # `gpe run` builds a function only once its calls have paid for it (host/speculation/payoff.py); the
 # tests of what gets sliced count calls of short programs, so they build at once, as
 # `gpe.function` does (tests/test_payoff.py tests the rule itself, and sets it there)

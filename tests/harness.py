@@ -12,7 +12,6 @@ import inspect
 import io
 import os
 import re
-import signal
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -200,9 +199,3 @@ def gpe_cli(cwd, *args) -> tuple[int, str]:
         sys.path[:] = path  # `explain FILE:...` puts FILE's folder first
     return status, err.getvalue()
 
-
-def default_sigint() -> None:
-    """`preexec_fn` of a script that gets real SIGINTs: Ctrl-C as in a terminal. A test run
-    started in the background of a non-interactive shell ignores SIGINT, its children
-    inherit that, and Python then installs no KeyboardInterrupt handler (nor gpe its own)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 import background
 import gpe
-from harness import default_sigint, plain, same
+from harness import plain, same
 
 
 class Fault:
@@ -229,8 +229,7 @@ def _sigint_runs():
             f.write(textwrap.dedent(SIGNALS))
         return {seed: subprocess.run([sys.executable, path, str(seed)], cwd=folder,
                                      env=background.env(TF_CPP_MIN_LOG_LEVEL="3"),
-                                     capture_output=True, text=True, timeout=200,
-                                     preexec_fn=default_sigint)
+                                     capture_output=True, text=True, timeout=200)
                 for seed in SIGINT_SEEDS}
 
 

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 import background
 import gpe
-from harness import default_sigint, gpe_cli, plain, run, same
+from harness import gpe_cli, plain, run, same
 from side_by_side import side_by_side
 
 X = tf.constant([1.0, 2.0])
@@ -114,7 +114,6 @@ def run_script(folder, source: str, *args, name="script.py", timeout=180, merge=
     env = background.env(TF_CPP_MIN_LOG_LEVEL="3")
     argv = (cmd or [sys.executable, path]) + list(args)
     return subprocess.run(argv, cwd=folder, env=env, capture_output=not merge,
-                          preexec_fn=default_sigint,
                           stdout=subprocess.PIPE if merge else None,
                           stderr=subprocess.STDOUT if merge else None,
                           text=True, timeout=timeout)

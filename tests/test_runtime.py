@@ -11,7 +11,7 @@ import tensorflow as tf
 
 import background
 import gpe
-from harness import check, default_sigint, run
+from harness import check, run
 from gpe.host.runtime.opcount import eager_ops, user_ops
 
 X = tf.constant([1.0, 2.0, 3.0])
@@ -78,7 +78,7 @@ def run_script(source: str, timeout: int = 300) -> subprocess.CompletedProcess:
         with open(path, "w") as f:
             f.write(textwrap.dedent(source))
         return subprocess.run([sys.executable, path], capture_output=True, text=True,
-                              timeout=timeout, preexec_fn=default_sigint, env=background.env(),
+                              timeout=timeout, env=background.env(),
                               cwd=folder)
 
 
