@@ -319,3 +319,20 @@ def unchanged_reads(fn: gast.FunctionDef, rebound: set) -> set[int]:
     return {id(n) for n in nodes.walk(fn) if isinstance(n, gast.Name) and n.id in first
             and isinstance(n.ctx, gast.Load) and id(n) not in looped
             and (getattr(n, "lineno", first[n.id]) < first[n.id] or id(n) in before)}
+
+
+def appended_only(fn: Any) -> frozenset[str]:
+    """The parameters of `fn` it only appends to (`losses.append(l)`, `.extend(...)`): read
+    nowhere else, never rebound; frozenset() where its source cannot be parsed."""
+    try:
+        node = parse(fn).node
+    except Exception:  # noqa: BLE001 (no source, a builtin: none)
+        return frozenset()
+    params = {a.id for a in node.args.args + node.args.posonlyargs + node.args.kwonlyargs}
+    filled = {id(call.func.value) for call in nodes.walk(node) if isinstance(call, gast.Call)
+              and isinstance(call.func, gast.Attribute) and call.func.attr in ("append", "extend")}
+    uses: dict[str, list[bool]] = {}
+    for n in nodes.walk(node):
+        if isinstance(n, gast.Name) and n.id in params and not isinstance(n.ctx, gast.Param):
+            uses.setdefault(n.id, []).append(isinstance(n.ctx, gast.Load) and id(n) in filled)
+    return frozenset(name for name, only in uses.items() if all(only))

@@ -172,3 +172,27 @@ class SlicePlan:
     def where(self, lineno: int) -> str:
         """The user's file and line, for messages."""
         return f"{os.path.basename(self.filename)}:{lineno}"
+
+    def made_by(self, name: str) -> str:
+        """Why the host statement that made `name` runs on the host, where a callee it calls
+        says so (a user layer's `call` with a host statement: `self.add_loss(...)`), followed
+        back through the host statements it was computed from (`l2 = l * 2.0` after
+        `l = loss_fn(...)`)."""
+        names, seen = {name}, set()
+        for line in reversed(self.lines):
+            try:
+                tree = ast.parse(line.source)
+            except SyntaxError:
+                continue
+            if line.place != "host" or id(line) in seen or not any(
+                    isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Store)
+                    for n in ast.walk(tree)):
+                continue
+            seen.add(id(line))
+            if "may touch TF state; " in line.reason:
+                return (f"; `{self.user_terms(line.source, quote=False)}` "
+                        f"({self.where(line.lineno)}) runs on the host: "
+                        f"{line.reason.split(': ', 1)[-1]}")
+            names |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                      and isinstance(n.ctx, ast.Load)}
+        return ""

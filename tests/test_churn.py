@@ -76,3 +76,35 @@ def test_a_tensor_kept_on_an_object_stops_rebuilding():
     assert (stats["profile_calls"], stats["graph_calls"]) == \
         (before["profile_calls"], before["graph_calls"])
     assert any("none met again" in r and "self.change" in r for r in stats["fallbacks"])
+
+
+W = tf.Variable(tf.ones((3, 1)))
+
+
+def step_logging_losses(x, losses):
+    with tf.GradientTape() as tape:
+        l = tf.reduce_sum(tf.matmul(x, W) ** 2)
+    W.assign_sub(0.01 * tape.gradient(l, W))
+    losses.append(l)  # (a tensor: the list grows by one at every call)
+
+
+def test_a_list_argument_the_step_only_appends_to_is_not_in_the_key():
+    """The key described a list argument by its items (a list holding tensors may be read
+    by the TF part): one the step only appends a tensor to (`losses.append(l)`, TF's
+    quickstart, an outlined training loop's `batch_losses`) made a new key at every call,
+    and the step ran eagerly after CHURN of them. Such a list is described by its type."""
+    results = {}
+    for way in ("eager", "gpe"):
+        W.assign(tf.ones((3, 1)))
+        fn = gpe.function(step_logging_losses, adaptive=False) if way == "gpe" \
+            else step_logging_losses
+        losses = []
+        for k in range(12):
+            fn(tf.ones((2, 3)) * (k % 3), losses)
+        results[way] = (W.numpy(), [float(l) for l in losses], tf.reduce_mean(losses).numpy())
+        if way == "gpe":
+            stats = fn.stats()
+    for a, b in zip(results["eager"], results["gpe"]):
+        np.testing.assert_array_equal(a, b)
+    assert stats["variants"] == 1 and not stats["fallbacks"], stats
+    assert stats["graph_calls"] == 12 - stats["profile_calls"], stats

@@ -85,7 +85,7 @@ class CallKeys:
         its arguments by name (None in their place: `bound` gives them)."""
         assumed = self.assumed
         if kwargs or len(args) != len(self._positional) or self._tests or \
-                assumed.relaxed or assumed.dynamic:
+                assumed.relaxed or assumed.dynamic or assumed.appended:
             try:
                 values = self.values(args, kwargs)
             except TypeError:

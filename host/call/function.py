@@ -275,8 +275,8 @@ class SlicedFunction:
             return self._eager(args, kwargs)
         if self.budget.exhausted():
             return self._give_up(self.budget.describe(self.stats_.calls), args, kwargs)
-        if self.assumed.relax(values):  # the first shapes are recorded here
-            key = self.keys.key(values)
+        if self.assumed.relax(values) | self.assumed.note_appended(self.fn, values):
+            key = self.keys.key(values)  # (the first shapes are recorded here)
         if self.assumed.note_ints(values):  # a step counter: this call profiles the
             key = self.keys.key(values)     # variant that sends it
         plan = None  # (eager calls below, outside the except: an error raised by the

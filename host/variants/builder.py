@@ -8,7 +8,6 @@ TF part and the host program (variant.assemble).
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
 import logging
 import types
@@ -23,9 +22,9 @@ from .stubs import Raised
 from .outlined import Outlined
 from .relaxed import differs as relaxed_differs, loops_vary
 from ..runtime.trace import TRACER
-from ..speculation.speculation import (Assumptions, NotObserved, channel_specs, leaf_shapes,
-                                       sent_numbers,
-                                       stable_entry_values, unreachable)
+from ..speculation.speculation import Assumptions
+from ..speculation.specs import (NotObserved, channel_specs, leaf_shapes, sent_numbers,
+                                 stable_entry_values, unreachable)
 from .unreached import handed_over, kind, snapshot, unreached_lines
 from .variant import Crossings, Variant, assemble, callee_variant
 from ... import slicer  # (its passes: loaded at the first slicing)
@@ -435,7 +434,7 @@ def _hands_back(plan: SlicePlan, variant: Variant) -> bool:
 def _never_iterated(plan: SlicePlan, runs: list, guess: bool = False) -> set:
     """The names host loops' iterations would send the TF part, where the only crossings
     into it that no profile call reached are such loops' flags (they never iterated),
-    besides the gates speculated on (`guess`: speculation.unreachable); else an empty set
+    besides the gates speculated on (`guess`: specs.unreachable); else an empty set
     (another crossing was not reached)."""
     channels = [c for c in plan.channels if c.to_tf and c.names
                 and not any(c.index in run for run in runs)
@@ -472,32 +471,8 @@ def host_values_only(plan: SlicePlan, runs: list) -> None:
                                    "host code inside a `with` block cannot cross into it (its "
                                    "GradientTape would not see how it was computed; compute "
                                    "it with TF work only, or before the block)"
-                                   + _made_by(plan, name), retry=False)
+                                   + plan.made_by(name), retry=False)
 
-
-def _made_by(plan: SlicePlan, name: str) -> str:
-    """Why the host statement that made `name` runs on the host, where a callee it calls
-    says so (a user layer's `call` with a host statement: `self.add_loss(...)`), followed
-    back through the host statements it was computed from (`l2 = l * 2.0` after
-    `l = loss_fn(...)`)."""
-    names, seen = {name}, set()
-    for line in reversed(plan.lines):
-        try:
-            tree = ast.parse(line.source)
-        except SyntaxError:
-            continue
-        if line.place != "host" or id(line) in seen or not any(
-                isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Store)
-                for n in ast.walk(tree)):
-            continue
-        seen.add(id(line))
-        if "may touch TF state; " in line.reason:
-            return (f"; `{plan.user_terms(line.source, quote=False)}` "
-                    f"({plan.where(line.lineno)}) runs on the host: "
-                    f"{line.reason.split(': ', 1)[-1]}")
-        names |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
-                  and isinstance(n.ctx, ast.Load)}
-    return ""
 
 
 def _is_tensor(value) -> bool:

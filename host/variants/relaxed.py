@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..speculation.speculation import Assumptions, channel_specs
+from ..speculation.speculation import Assumptions
+from ..speculation.specs import channel_specs
 from .variant import Crossings, Variant, traced
 from ...slicer import SlicePlan
 from ...slicer.plan import ChannelKind
