@@ -13,7 +13,7 @@ from typing import Any
 
 import gast
 
-from . import nodes
+from . import globalwrites, nodes
 from .facts import TF_CALLABLES, Kind
 from .parser import MISSING, Parsed, parse
 
@@ -52,10 +52,11 @@ def stable(value: Any) -> bool:
 
 
 def mutated_roots(fn: gast.FunctionDef, objects, classify,
-                  dynamic_paths: frozenset = frozenset()) -> set[str]:
+                  dynamic_paths: frozenset = frozenset(), lookup=None) -> set[str]:
     """Names whose objects this function may change: an attribute or item of theirs is
     assigned, one of their methods (or a method of an attribute) that is not TF's is
-    called, or they are passed to a call."""
+    called, they are passed to a call, or a function of the module it calls (`lookup`
+    finds it) changes them in place (`def bump(): CFG.scale += 1`)."""
     roots = set()
     for node in _reached(fn, objects, dynamic_paths):
         if isinstance(node, (gast.Attribute, gast.Subscript)) and isinstance(
@@ -75,6 +76,8 @@ def mutated_roots(fn: gast.FunctionDef, objects, classify,
             for arg in node.args + [k.value for k in node.keywords]:
                 if isinstance(arg, gast.Name):
                     roots.add(arg.id)
+            if lookup is not None and isinstance(node.func, gast.Name):
+                roots |= globalwrites.mutated(lookup(node.func.id))
     return roots
 
 

@@ -62,3 +62,44 @@ def _stored(code: types.CodeType) -> frozenset:
         if isinstance(const, types.CodeType):
             names |= _stored(const)
     return frozenset(names)
+
+
+def mutated(fn, depth: int = 3) -> frozenset:
+    """Globals a plain function may change in place (`CFG.scale += 1`, `LOG[k] = v`): those
+    its code loads, where it assigns an attribute or item, and those of the functions of
+    its module it calls (`depth` deep). Over-approximates: for the kinds pass, a number on
+    such an object is not folded (slicer/chains.mutated_roots)."""
+    if not isinstance(fn, types.FunctionType) or depth <= 0:
+        return frozenset()
+    names = set(_mutated(fn.__code__))
+    for name in _loaded(fn.__code__):
+        callee = fn.__globals__.get(name)
+        if isinstance(callee, types.FunctionType) and callee is not fn and \
+                callee.__module__ == fn.__module__:
+            names |= mutated(callee, depth - 1)
+    return frozenset(names)
+
+
+_IN_PLACE = frozenset({"STORE_ATTR", "DELETE_ATTR", "STORE_SUBSCR", "DELETE_SUBSCR"})
+
+
+@functools.lru_cache(maxsize=4096)
+def _loaded(code: types.CodeType) -> frozenset:
+    names = {i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_GLOBAL"}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _loaded(const)
+    return frozenset(names)
+
+
+@functools.lru_cache(maxsize=4096)
+def _mutated(code: types.CodeType) -> frozenset:
+    if not any(i.opname in _IN_PLACE for i in dis.get_instructions(code)):
+        names = frozenset()
+    else:
+        names = frozenset(i.argval for i in dis.get_instructions(code)
+                          if i.opname == "LOAD_GLOBAL")
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _mutated(const)
+    return names

@@ -45,7 +45,7 @@ class _Inferer:
         self.rebound = stored_names(parsed.node)  # arguments the function reassigns
         # objects whose attributes may change here
         self.mutated = mutated_roots(parsed.node, facts.objects, self.classify,
-                                     facts.dynamic_paths)
+                                     facts.dynamic_paths, parsed.lookup)
         self.fixed_items = fixed_items(parsed.node, {  # `hyperparams['lr']` (a number)
             n for n, f in facts.args.items() if f.number_items})
         self.constants = {n for n, f in facts.args.items()  # names fixed for the call
