@@ -4,7 +4,7 @@ per worker, each with its TF_CONFIG (free localhost ports), as on real machines.
     python examples/multiworker.py --workers N [--steps S]
                                    [--mode eager|tf.function|gpe|gpe-run|both|M1,M2,...]
                                    [--die-at STEP] [--timeout SECONDS]
-                                   [--wrap dist|replica] [--host-work]
+                                   [--wrap dist|replica] [--host-work] [--in-turn]
 
 The launcher starts N workers, waits for them (bounded: `--timeout` plus start-up), and
 checks that they agree (same final weights on every worker); `--mode both` trains eagerly
@@ -15,7 +15,10 @@ calls and sliced calls is its stats). `--die-at K` kills
 worker 1 at step K: the others must end with a clear error within the collective timeout
 (never hang); the launcher then restarts all workers from the last checkpoint
 (tf.train.CheckpointManager, every `--every` steps) and checks that they end at the
-weights of an uninterrupted run.
+weights of an uninterrupted run. Each mode is a launch of its own (fresh processes), unless
+`--in-turn`: each worker process then trains the modes in turn, from the same seeds, with
+one strategy (one TensorFlow start per worker; gpe-run's workers stay processes of their
+own, and --die-at's runs are launched per mode).
 
 Each worker (`--worker`, TF_CONFIG in its environment) trains a Keras MLP with a custom
 step: `dist_step` calls `strategy.run(replica_step, ...)` and `strategy.reduce`; under gpe
@@ -44,12 +47,24 @@ FEATURES, HIDDEN, PER_REPLICA = 8, 16, 8
 
 # the worker -------------------------------------------------------------------------
 def worker(args) -> dict:
+    """This worker's run of each mode of --mode, in turn, in this process (one strategy):
+    {mode: its result}, also written to --out."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    import numpy as np
     import tensorflow as tf
 
     options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=args.timeout)
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    results = {mode: train(strategy, mode, args) for mode in args.mode.split(",")}
+    with open(args.out, "w") as f:
+        json.dump(results, f)
+    return results
+
+
+def train(strategy, mode: str, args) -> dict:
+    """Train the model from its seed in one mode; this worker's result."""
+    import numpy as np
+    import tensorflow as tf
+
     index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
     global_batch = PER_REPLICA * strategy.num_replicas_in_sync
     teacher = np.random.RandomState(7).normal(size=(FEATURES, 1)).astype(np.float32)
@@ -62,10 +77,11 @@ def worker(args) -> dict:
         step_var = tf.Variable(0, dtype=tf.int64, trainable=False)
     ckpt = tf.train.Checkpoint(model=model, opt=opt, step=step_var)
     # the chief writes the checkpoints; the others write theirs aside (MWMS saves on all)
-    directory = args.ckpt if index == 0 else os.path.join(args.ckpt, f"worker{index}")
+    chief = f"{args.ckpt}-{mode}"
+    directory = chief if index == 0 else os.path.join(chief, f"worker{index}")
     manager = tf.train.CheckpointManager(ckpt, directory, max_to_keep=2)
-    if args.restore and tf.train.latest_checkpoint(args.ckpt):
-        ckpt.restore(tf.train.latest_checkpoint(args.ckpt))
+    if args.restore and tf.train.latest_checkpoint(chief):
+        ckpt.restore(tf.train.latest_checkpoint(chief))
 
     def batch_for(step: int):
         def value_fn(context):
@@ -102,8 +118,8 @@ def worker(args) -> dict:
         per_replica = strategy.run(replica_step, args=(x, y))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
-    wrap = tf.function if args.mode == "tf.function" else None
-    if args.mode == "gpe":
+    wrap = tf.function if mode == "tf.function" else None
+    if mode == "gpe":
         import gpe
         wrap = lambda fn: gpe.function(fn, adaptive=False)  # noqa: E731
     if wrap is not None and args.wrap == "replica":
@@ -131,8 +147,6 @@ def worker(args) -> dict:
     if hasattr(wrapped, "stats"):
         result["stats"] = {k: v for k, v in wrapped.stats().items()
                            if k in ("calls", "graph_calls", "eager_calls", "fallbacks")}
-    with open(args.out, "w") as f:
-        json.dump(result, f)
     return result
 
 
@@ -147,50 +161,60 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def launch(n: int, mode: str, workdir: str, args, restore: bool = False,
-           die_at: int = -1, tag: str = "") -> list[dict]:
-    """Run `n` workers to their end; each one's result, or {"error": ...} for one that
-    failed (its exit status and the last line it wrote to stderr)."""
+def launch(n: int, modes: list[str], workdir: str, args, restore: bool = False,
+           die_at: int = -1, tag: str = "") -> dict[str, list[dict]]:
+    """Run `n` workers to their end, each training `modes` in turn (["gpe-run"]: its eager
+    mode under `gpe run --report`): per mode, each worker's result, or {"error": ...} for
+    one that failed (its exit status and the last line it wrote to stderr)."""
     ports = free_ports(n)
     cluster = {"worker": [f"localhost:{p}" for p in ports]}
+    gpe_run, name = modes == ["gpe-run"], "-".join(modes) + tag
     procs = []
     for i in range(n):
         env = dict(os.environ, TF_CONFIG=json.dumps(
             {"cluster": cluster, "task": {"type": "worker", "index": i}}))
-        out = os.path.join(workdir, f"{mode}{tag}-{i}.json")
+        out = os.path.join(workdir, f"{name}-{i}.json")
         if os.path.exists(out):
             os.remove(out)
-        run = [sys.executable, "-m", "gpe.cli", "run", "--report"] if mode == "gpe-run" \
+        run = [sys.executable, "-m", "gpe.cli", "run", "--report"] if gpe_run \
             else [sys.executable]
         cmd = run + [os.path.abspath(__file__), "--worker",
-               "--mode", "eager" if mode == "gpe-run" else mode,
+               "--mode", "eager" if gpe_run else ",".join(modes),
                "--steps", str(args.steps), "--every", str(args.every), "--out", out,
-               "--ckpt", os.path.join(workdir, f"ckpt-{mode}{tag}"), "--die-at", str(die_at),
-               "--timeout", str(args.timeout), "--wrap", args.wrap]
+               "--ckpt", os.path.join(workdir, ("ckpt-gpe-run" if gpe_run else "ckpt") + tag),
+               "--die-at", str(die_at), "--timeout", str(args.timeout), "--wrap", args.wrap]
         cmd += ["--host-work"] if args.host_work else []
         cmd += ["--restore"] if restore else []
         procs.append((subprocess.Popen(cmd, env=env, cwd=workdir, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, text=True), out))
-    results, deadline = [], time.monotonic() + args.timeout + 240
+    results, deadline = {mode: [] for mode in modes}, time.monotonic() + args.timeout + 240
     for proc, out in procs:
         try:
             _, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.kill()
             _, err = proc.communicate()
-            results.append({"error": "did not end in time (killed)"})
-            continue
-        if proc.returncode == 0:
-            with open(out) as f:
-                results.append(json.load(f))
-            if mode == "gpe-run":  # the step's calls, as `gpe run --report` counts them
-                found = re.search(r"replica_step: (\d+) calls, (\d+) sliced, (\d+) eager", err)
-                results[-1]["stats"] = found and dict(zip(
-                    ("calls", "graph_calls", "eager_calls"), map(int, found.groups())))
+            got = dict.fromkeys(modes, {"error": "did not end in time (killed)"})
         else:
-            lines = [line for line in err.splitlines() if "Error" in line.split(":")[0]]
-            results.append({"error": f"exit {proc.returncode}: " + (lines[-1] if lines else "")})
+            got = worker_results(proc.returncode, out, err, modes)
+        for mode in modes:
+            results[mode].append(got[mode])
     return results
+
+
+def worker_results(status: int, out: str, err: str, modes: list[str]) -> dict[str, dict]:
+    """A worker's result per mode, from the file it wrote (or its error)."""
+    if status != 0:
+        lines = [line for line in err.splitlines() if "Error" in line.split(":")[0]]
+        return dict.fromkeys(modes, {"error": f"exit {status}: " + (lines[-1] if lines else "")})
+    with open(out) as f:
+        got = json.load(f)
+    if modes == ["gpe-run"]:  # the step's calls, as `gpe run --report` counts them
+        got = {"gpe-run": got["eager"]}
+        found = re.search(r"replica_step: (\d+) calls, (\d+) sliced, (\d+) eager", err)
+        got["gpe-run"]["stats"] = found and dict(zip(
+            ("calls", "graph_calls", "eager_calls"), map(int, found.groups())))
+    return got
 
 
 def agree(results: list[dict]) -> bool:
@@ -211,6 +235,10 @@ def main(argv=None) -> int:
     parser.add_argument("--host-work", action="store_true",
                         help="a per-replica step with host work: a printed step counter "
                         "and the loss read back (.numpy()) into a Python list")
+    parser.add_argument("--in-turn", action="store_true",
+                        help="each worker trains the modes in turn in one process (one "
+                        "TensorFlow start per worker, not per mode; gpe-run's workers are "
+                        "processes of their own); not with --die-at")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--restore", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -225,14 +253,17 @@ def main(argv=None) -> int:
 def run_launcher(args) -> int:
     workdir = tempfile.mkdtemp(prefix="gpe-multiworker-")
     modes = ["eager", "gpe"] if args.mode == "both" else args.mode.split(",")
+    in_turn = args.in_turn and args.die_at < 0
+    launched = launch_in_turn(args, modes, workdir) if in_turn else {}
     runs, ok = {}, True
     for mode in modes:
-        results = launch(args.workers, mode, workdir, args, die_at=args.die_at)
+        results = launched.get(mode) or launch(args.workers, [mode], workdir, args,
+                                               die_at=args.die_at)[mode]
         if args.die_at >= 0:
             errors = [r.get("error", "no error") for r in results]
             print(f"{mode}: worker 1 killed at step {args.die_at}:", errors)
             ok &= all("error" in r for r in results)
-            results = launch(args.workers, mode, workdir, args, restore=True)
+            results = launch(args.workers, [mode], workdir, args, restore=True)[mode]
             print(f"{mode}: restarted from the last checkpoint")
         print(f"{mode}: workers agree: {agree(results)};",
               [r.get("error") or r.get("stats") for r in results],
@@ -240,7 +271,7 @@ def run_launcher(args) -> int:
         ok &= agree(results)
         runs[mode] = results
     if args.die_at >= 0 and ok:  # the same weights as an uninterrupted run
-        whole = launch(args.workers, modes[0], workdir, args, tag="-whole")
+        whole = launch(args.workers, [modes[0]], workdir, args, tag="-whole")[modes[0]]
         same = agree(whole) and whole[0]["weights"] == runs[modes[0]][0]["weights"]
         print("restarted run ends at the uninterrupted run's weights:", same)
         ok &= same
@@ -249,6 +280,18 @@ def run_launcher(args) -> int:
         ok &= same or mode == "tf.function"  # (told: it may differ by rounding)
     print("OK" if ok else "FAILED", "workdir", workdir)
     return 0 if ok else 1
+
+
+def launch_in_turn(args, modes: list[str], workdir: str) -> dict[str, list[dict]]:
+    """--in-turn: every mode but gpe-run in one launch (each worker trains them in turn,
+    in one process), gpe-run in one of its own."""
+    launched = {}
+    if [mode for mode in modes if mode != "gpe-run"]:
+        launched.update(launch(args.workers, [m for m in modes if m != "gpe-run"], workdir,
+                               args))
+    if "gpe-run" in modes:
+        launched.update(launch(args.workers, ["gpe-run"], workdir, args))
+    return launched
 
 
 def equals_eager(mode: str, got: list[dict], eager: list[dict], restarted: bool) -> bool:

@@ -1,7 +1,9 @@
 """MultiWorkerMirroredStrategy on 2 local workers (examples/multiworker.py): one process
 per worker with its TF_CONFIG; the workers agree, gpe equals eager; a worker killed
 mid-training makes the other end with an error in bounded time, and a restart from the
-last checkpoint ends at the weights of an uninterrupted run.
+last checkpoint ends at the weights of an uninterrupted run. Where no worker is killed,
+each worker process trains the modes in turn (--in-turn: one TensorFlow start per worker,
+about 4 s of CPU each, not one per mode; gpe-run's workers are processes of their own).
 
 Each launch depends on nothing the tests do: it runs in the background
 (tests/background.py), and its test asserts on it."""
@@ -41,11 +43,13 @@ def _subclassed(wrap):
 
 LAUNCHES = {
     "test_two_workers_agree_and_gpe_equals_eager":
-        lambda: _launch("--mode", "both", "--steps", "8"),
+        lambda: _launch("--mode", "both", "--steps", "8", "--in-turn"),
     "test_two_workers_with_the_replica_step_sliced_equal_eager":
-        lambda: _launch("--mode", "eager,gpe,gpe-run", "--steps", "8", "--wrap", "replica"),
+        lambda: _launch("--mode", "eager,gpe,gpe-run", "--steps", "8", "--wrap", "replica",
+                        "--in-turn"),
     "test_two_workers_with_a_host_work_replica_step_slice_and_equal_eager":
-        lambda: _launch("--mode", "both", "--steps", "8", "--wrap", "replica", "--host-work"),
+        lambda: _launch("--mode", "both", "--steps", "8", "--wrap", "replica", "--host-work",
+                        "--in-turn"),
     "test_killed_worker_ends_the_other_with_an_error_and_restart_resumes":
         lambda: _launch("--mode", "gpe", "--steps", "8", "--every", "3", "--die-at", "4",
                         "--timeout", "15"),
