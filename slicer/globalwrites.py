@@ -1,6 +1,7 @@
 """Globals the module's own code rebinds (`def bump(): global step; step += 1`).
 
-A call of the user's code on the host may rebind such a global in the middle of a call
+A call of the user's code on the host may rebind such a global (or a closure variable:
+`nonlocal count` in a helper beside the step) in the middle of a call
 (eagerly, `x * step` after `bump()` reads the new value). `rebound(parsed)` names the
 globals any function or method of the function's module stores (`STORE_GLOBAL` in its
 code, nested functions included); activity.resolve counts them as written by each
@@ -18,20 +19,39 @@ import types
 from .parser import Parsed
 
 _STORES = frozenset({"STORE_GLOBAL", "DELETE_GLOBAL"})
+_CELL_STORES = frozenset({"STORE_DEREF", "DELETE_DEREF"})
 
 
 def rebound(parsed: Parsed) -> frozenset:
-    """Names of globals the code of the function's module rebinds anywhere, holding values
-    that cross between the parts (numbers, strings, tensors: an object, a model, is
-    captured by identity and cannot be sent)."""
+    """Names of globals the code of the function's module rebinds anywhere, and of its
+    closure variables a function in its closure rebinds (`nonlocal count` in a `bump`
+    beside it), holding values that cross between the parts (numbers, strings, tensors:
+    an object, a model, is captured by identity and cannot be sent)."""
     fn = parsed.fn
     module = getattr(fn, "__module__", None)
     namespace = getattr(fn, "__globals__", {})
     names: set[str] = set()
     for value in list(namespace.values()):
         for code in _codes(value, module):
-            names |= _stored(code)
-    return frozenset(n for n in names if _crosses(namespace.get(n)))
+            names |= _stored(code, _STORES)
+    found = {n for n in names if _crosses(namespace.get(n))}
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ())) \
+        if isinstance(fn, types.FunctionType) else {}
+    values = {name: cell.cell_contents for name, cell in cells.items()
+              if _filled(cell)}
+    stored: set[str] = set()
+    for value in values.values():
+        for code in _codes(value, module):
+            stored |= _stored(code, _CELL_STORES)
+    return frozenset(found | {n for n in stored & values.keys() if _crosses(values[n])})
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # an empty cell (a name bound later in the enclosing function)
+        return False
+    return True
 
 
 def _crosses(value) -> bool:
@@ -56,11 +76,11 @@ def _codes(value, module):
 
 
 @functools.lru_cache(maxsize=4096)
-def _stored(code: types.CodeType) -> frozenset:
-    names = {i.argval for i in dis.get_instructions(code) if i.opname in _STORES}
+def _stored(code: types.CodeType, ops: frozenset) -> frozenset:
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ops}
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            names |= _stored(const)
+            names |= _stored(const, ops)
     return frozenset(names)
 
 

@@ -255,3 +255,34 @@ def test_a_list_of_keras_variables_argument_runs_sliced():
         got = [g.numpy() for g in sliced(x, layer.trainable_variables)]
     assert all(np.array_equal(a, b) for a, b in zip(want, got))
     assert sliced.stats()["graph_calls"] == 3, sliced.stats()["fallbacks"]
+
+
+def make_counted_step():
+    """The step and its counter in one closure: `nonlocal count` in the helper beside it."""
+    count = 0
+
+    def bump_count():
+        nonlocal count
+        count += 1
+
+    def step(x):
+        total, n = x * 0.0, 0
+        while n < 2:
+            bump_count()
+            total += x * count
+            n += 1
+        return total
+    return step
+
+
+@pytest.mark.timeout(120)
+def test_a_closure_variable_a_helper_rebinds_mid_call_is_read_after_the_helper():
+    """As a global: the closure variable was sent when the call started, and every pass of
+    a sliced call read it (12.0 where eager returns 15.0). A statement calling user code
+    writes the closure variables a function in the step's closure rebinds."""
+    x = tf.constant(1.0)
+    eager_step = make_counted_step()
+    want = [eager_step(x).numpy().item() for _ in range(8)]
+    sliced = gpe.function(make_counted_step(), adaptive=False)
+    assert [sliced(x).numpy().item() for _ in range(8)] == want
+    assert sliced.stats()["graph_calls"] >= 4
