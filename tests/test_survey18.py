@@ -15,6 +15,15 @@ STATE = tf.constant(1.0)
 CFG = types.SimpleNamespace(scale=0)
 N_TOWERS = 2
 
+WHY_ALIAS = (
+    "wrong answer: `SCHED.step()` halves `CFG.lr` through its own reference to CFG "
+    "(`self.c.lr *= 0.5`); the step then reads `x * CFG.lr`, a number on a global object "
+    "folded into the TF part and guarded at entry. mutated_roots marks SCHED (a method "
+    "called on it) and the globals a called function assigns in place by name "
+    "(globalwrites.mutated), not an object reached through another one: the sliced calls "
+    "read the value from before the helper (0.125 where eager gives 0.0625) until the "
+    "guard sees it change. Folding a number on an object the call may reach through any "
+    "host call of user code is unsafe; sending it instead costs folding")
 WHY_DICT = (
     "runs eagerly: a dict of tensors is host data (slicer/kinds.py `_Dict`: Kind.HOST where "
     "a list or tuple of tensors is TENSOR), so a callee returning one is host work, and "
@@ -286,3 +295,30 @@ def test_a_closure_variable_a_helper_rebinds_mid_call_is_read_after_the_helper()
     sliced = gpe.function(make_counted_step(), adaptive=False)
     assert [sliced(x).numpy().item() for _ in range(8)] == want
     assert sliced.stats()["graph_calls"] >= 4
+
+
+class Schedule:
+    def __init__(self, config):
+        self.c = config
+
+    def step(self):
+        self.c.lr *= 0.5
+
+
+LR = types.SimpleNamespace(lr=1.0)
+SCHED = Schedule(LR)
+
+
+def read_aliased_after_method(x):
+    SCHED.step()
+    return x * LR.lr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.xfail(strict=True, reason=WHY_ALIAS)
+def test_an_attribute_changed_through_another_object_is_read_after_the_call():
+    LR.lr = 1.0
+    want = [read_aliased_after_method(tf.constant(1.0)).numpy().item() for _ in range(8)]
+    LR.lr = 1.0
+    sliced = gpe.function(read_aliased_after_method, adaptive=False)
+    assert [sliced(tf.constant(1.0)).numpy().item() for _ in range(8)] == want
