@@ -39,11 +39,21 @@ instantiates the sink with the part inlined, then runs each kernel for the first
 its first function with a queue) before the clock, as any program that used TensorFlow
 before calling the library has. Prints medians and ratios.
 
-At 033bf71 (README's "Bundles against SavedModel": load 4 to 9, medians of 18 processes
-per way, --warm 9), against 5607748 in turn with it: loaded 1.26x (1.10x), first call
-returned 1.04x (0.68x), in CPU time 0.89x (0.77x); with --warm 0.70x (0.46x), CPU 0.75x
-(0.53x). From source (5 processes each, load ~6): making the sink 26.8 ms against 45.9 ms
-(its wrapper written, not traced: wrapper_template.py).
+At 8a35697 (README's "Bundles against SavedModel": load 2 to 2.5, medians of 7
+processes per way): loaded 1.13x, first call returned 0.84x, in CPU time 0.79x; gpe.load
+and a first call no longer import the slicer's passes (111 -> 85 of gpe's modules, 58.8
+-> 38.5 ms of CPU to import them). At load 10 gpe loses more (CPU 352 against 175 ms).
+Where gpe's first call goes, measured with perf over the timed window (thread CPU, load
+~2): its modules ~35 ms, gpe.load ~25 (tf.saved_model.load ~75), the call's host side
+~20, TensorFlow instantiating the sink ~45-50 (the SavedModel's function ~35), the first
+run's sgemm kernels ~28 (both). More than half of the instantiation is oneDNN's layout
+pass scanning the kernel registry, four scans per new (op, dtype) pair per thread (~0.65
+ms a pair: the sink has 41 pairs, the SavedModel's function 18); Grappler is ~3 ms (7%;
+its pruner removes the inlining's nodes, made at instantiation; its other passes change
+nothing here), so extract-time optimization cannot close the gap. Earlier, at 033bf71
+(load 4 to 9, 18 processes per way): loaded 1.26x, first call returned 1.04x, in CPU
+time 0.89x; with --warm 0.70x, CPU 0.75x. From source (5 processes each, load ~6): making
+the sink 26.8 ms against 45.9 ms (its wrapper written, not traced: wrapper_template.py).
 
 Measured 2026-11-27 at an earlier commit, on the 2-core machine shared with other work
 (load 2 to 4, medians of 9, one run):
