@@ -42,7 +42,11 @@ WHY_LOOP = (
     "runs eagerly: `for i in range(N)` with N a module's number is not 'fixed for the "
     "call' (placement._tf_compound admits names of folded arguments and paths, not bare "
     "globals; range(2) is unrolled), so the host drives it, and a host loop inside a TF "
-    "`with` block is refused (partition: 'unsupported-order')")
+    "`with` block is refused (partition: 'unsupported-order'). Tried: marking a module's "
+    "number fixed in kinds._Name (PATH + constant, as chainkinds._guarded_static does for "
+    "`cfg.n`) unrolls it, but crossings still send the name, through a gate after any host "
+    "statement (this function's docstring is one): a HostValue, which range() refuses "
+    "when the part is traced")
 
 
 def bump():
