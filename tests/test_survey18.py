@@ -24,6 +24,15 @@ WHY_ALIAS = (
     "read the value from before the helper (0.125 where eager gives 0.0625) until the "
     "guard sees it change. Folding a number on an object the call may reach through any "
     "host call of user code is unsafe; sending it instead costs folding")
+WHY_RETURN = (
+    "runs eagerly: d2l's sequence_mask (`if len(X.shape) == 3: return tf.where("
+    "tf.expand_dims(mask, -1), X, value)` else `return tf.where(mask, X, value)`): a test "
+    "fixed for the call, but a branch that returns is not one placement._tf_compound takes "
+    "(_LEAVES), so the host decides it and the TF part follows with every branch traced "
+    "(switch_case) on this call's shapes; the branch not taken does not trace for a 2-D X "
+    "('Dimensions must be equal, but are 5 and 4'), the variant is refused. Written with an "
+    "assignment in each branch and one return, the same function runs sliced. In the corpus "
+    "(d2l_transformer, d2l_seq2seq, d2l_bahdanau under gpe run) it is never sliced")
 WHY_DICT = (
     "runs eagerly: a dict of tensors is host data (slicer/kinds.py `_Dict`: Kind.HOST where "
     "a list or tuple of tensors is TENSOR), so a callee returning one is host work, and "
@@ -326,3 +335,22 @@ def test_an_attribute_changed_through_another_object_is_read_after_the_call():
     LR.lr = 1.0
     sliced = gpe.function(read_aliased_after_method, adaptive=False)
     assert [sliced(tf.constant(1.0)).numpy().item() for _ in range(8)] == want
+
+
+def pick_by_rank(X, m):
+    if len(X.shape) == 3:
+        return tf.where(tf.expand_dims(m, axis=-1), X, 0.0)
+    else:
+        return tf.where(m, X, 0.0)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.xfail(strict=True, reason=WHY_RETURN)
+def test_a_fixed_branch_that_returns_runs_sliced():
+    X = tf.constant(np.arange(20, dtype=np.float32).reshape(4, 5))
+    sliced = gpe.function(pick_by_rank, adaptive=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpe.GpeWarning)
+        for _ in range(6):
+            assert np.array_equal(sliced(X, X > 7.0).numpy(), pick_by_rank(X, X > 7.0).numpy())
+    assert sliced.stats()["graph_calls"] == 3, sliced.stats()["fallbacks"]
