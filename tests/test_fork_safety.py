@@ -34,24 +34,32 @@ SCRIPT = """
     for _ in range(5):
         float(step(tf.ones([3])))  # gpe's session exists
 
+    stalled = threading.Event()
+
     def busy():  # TensorFlow instantiating functions in another thread
         i = 0
         while True:
+            if stalled.is_set():  # (a fork stuck: nothing to do but cost CPU)
+                time.sleep(0.1)
+                continue
             i += 1
             tf.function(lambda x, i=i: x * float(i) + 1.0)(tf.ones([2]))
 
     threading.Thread(target=busy, daemon=True).start()
     done = [0]
 
-    def watchdog():
+    def watchdog():  # (no fork back for 1 s: `busy` pauses; for 5 s: a hang)
         last, since = -1, time.monotonic()
         while True:
             time.sleep(0.25)
             if done[0] != last:
                 last, since = done[0], time.monotonic()
+                stalled.clear()
             elif time.monotonic() - since > 5:
                 print("HANG after", done[0], "forks", flush=True)
                 os.killpg(0, 9)
+            elif time.monotonic() - since > 1:
+                stalled.set()
 
     threading.Thread(target=watchdog, daemon=True).start()
     for n in range(300):
