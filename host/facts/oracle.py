@@ -208,6 +208,8 @@ def _keras_kind(obj: Any) -> Kind | None:
             return Kind.HOST
         return None
     if isinstance(obj, keras.layers.Layer):
+        if _recurrent(obj):
+            return Kind.HOST
         if _top(getattr(type(obj).__call__, "__module__", "") or "") != "keras":
             return _module_kind(obj)  # a user's own __call__ (older TF2 examples' models)
         return Kind.TF_EFFECT_OP if _keras_all_the_way(obj) or _all_tf(obj) else Kind.HOST
@@ -218,6 +220,23 @@ def _keras_kind(obj: Any) -> Kind | None:
     if isinstance(obj, keras.losses.Loss) and _keras_own(obj):
         return Kind.TF_OP  # a loss object: calling it is TF work (functions: _keras_op)
     return None
+
+
+def _recurrent(layer: Any) -> bool:
+    """A Keras recurrent layer in `layer`'s tree (LSTM, GRU, an RNN: not unrolled): its loop
+    is a While in a graph, whose gradient adds the weights' per-step gradients one step at
+    a time, where the eager tape adds them in one AddN: its gradients differ from eager's
+    in the last bits (Adam can turn that into rel 8 in a zero gradient's update). It runs
+    on the host, eagerly, with that reason."""
+    found = next((sub for sub in layer._flatten_layers(include_self=True, recursive=True)
+                  if isinstance(sub, keras.layers.RNN) and not sub.unroll), None)
+    if found is not None:
+        try:
+            _why_host[layer] = (f"{type(found).__name__} is a Keras recurrent layer (its "
+                                "gradients in a graph differ from eager's in the last bits)")
+        except TypeError:  # (no weak reference to it)
+            pass
+    return found is not None
 
 
 def _is_add_loss(function: Any) -> bool:
