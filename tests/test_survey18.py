@@ -39,14 +39,6 @@ WHY_DICT = (
     "inside a GradientTape the step is refused ('a tensor made by host code inside a `with` "
     "block'): TF's style transfer tutorial's train_step (StyleContentModel returns "
     "{'content': ..., 'style': ...}) never runs sliced")
-WHY_RNN = (
-    "differs in the last bits, as tf.function does: a Keras recurrent layer's loop is a "
-    "While in a graph, whose gradient adds the weights' per-step gradients one step at a "
-    "time, where the eager tape adds them in one AddN. Seen in three corpus programs "
-    "(aymericdamien's dynamic_rnn: rel 8e-8 in the final weights; TF text's "
-    "text_generation: 4e-7; the nmt_with_attention tutorial: Adam turns the noise in the "
-    "zero gradient of the attention's (1,) bias into rel 8). Keep the promise (run such "
-    "a part eagerly?) or state it with the arithmetic graph rewrites reorder")
 WHY_LOOP = (
     "runs eagerly: `for i in range(N)` with N a module's number is not 'fixed for the "
     "call' (placement._tf_compound admits names of folded arguments and paths, not bare "
@@ -195,25 +187,6 @@ def test_a_dict_of_tensors_inside_a_tape_runs_sliced():
 @pytest.mark.xfail(strict=True, reason=WHY_LOOP)
 def test_a_loop_over_a_module_constant_inside_a_tape_runs_sliced():
     _sliced(towers_step, tf.constant([[1.0, 2.0], [3.0, 4.0]]))
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.xfail(strict=True, reason=WHY_RNN)
-def test_a_keras_rnn_gradient_is_bit_identical():
-    tf.keras.utils.set_random_seed(0)
-    layer = tf.keras.layers.SimpleRNN(32)
-    x = tf.constant(np.random.RandomState(0).rand(64, 20, 1).astype(np.float32))
-
-    def grads(x):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_sum(layer(x))
-        return tape.gradient(loss, layer.trainable_variables)
-    want = [g.numpy() for g in grads(x)]
-    sliced = gpe.function(grads, adaptive=False)
-    for _ in range(4):
-        got = [g.numpy() for g in sliced(x)]
-    assert sliced.stats()["graph_calls"] == 1
-    assert all(np.array_equal(a, b) for a, b in zip(want, got))
 
 
 def scale_and_read(v, x):
