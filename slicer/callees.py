@@ -224,8 +224,6 @@ def _analyse(fn: types.FunctionType, arg_kinds: list[Kind], objects: list, const
     tests = [(test, name) for test, name in tests if test is not None]
     needs = shapes.reads(parsed.node, {p.name: i for i, p in enumerate(params)
                                        if p.name in args and args[p.name].kind == Kind.TENSOR})
-    if needs is None:
-        return None
     position = {p.name: i for i, p in enumerate(params) if p.name in held}
     return Judged(kind, tuple(sorted(_object_reads(parsed.node, position))), shapes=needs,
                   tests=tuple((sent[name], speculated.source(test), name)

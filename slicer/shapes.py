@@ -10,8 +10,7 @@ when traced, that those dimensions of what it passes are known (tfprog/usercalls
 and a trace that does not know one fails: the function runs eagerly, never differently.
 
 `reads(fn, params)`: ((argument position, dims), ...) for one analysed callee, where dims
-is a tuple of dimension indices, () for its rank alone, or None for every dimension; None
-where the callee reads one the call cannot check. `at_call(needs, call, sites)`: those, as
+is a tuple of dimension indices, () for its rank alone, or None for every dimension. `at_call(needs, call, sites)`: those, as
 indices into the caller's call's positional arguments. `checked(stmt)`: a TF statement
 whose own static reads (`X.shape[0]` of a loop's batch: the loop's channel may take any
 size there) check the same when traced.
@@ -31,7 +30,7 @@ _READS = ("shape", "ndim")
 _RANK_ONLY = ("rank", "ndim")
 
 
-def reads(fn: gast.FunctionDef, params: dict[str, int]) -> tuple | None:
+def reads(fn: gast.FunctionDef, params: dict[str, int]) -> tuple:
     """`params`: the callee's tensor parameters, by name, with their argument positions. A
     read of a tensor the callee computed itself needs every dimension of every tensor
     argument (its shape follows from theirs); a variable's shape is its own, fixed."""
@@ -52,10 +51,12 @@ def reads(fn: gast.FunctionDef, params: dict[str, int]) -> tuple | None:
                     _add(needs, position, None)
         for index, dims in anno.get(node, Key.CALLEE_SHAPES, ()):  # a callee's own callee
             site = node.args[index]
-            if not (isinstance(site, gast.Name) and site.id in params and (
-                    site.id not in rebound or id(site) in unchanged)):
-                return None  # (a tensor it computed: not one the call can check)
-            _add(needs, params[site.id], dims)
+            if isinstance(site, gast.Name) and site.id in params and (
+                    site.id not in rebound or id(site) in unchanged):
+                _add(needs, params[site.id], dims)
+            else:  # a tensor it computed: its shape follows from its tensor arguments'
+                for position in params.values():
+                    _add(needs, position, None)
     return tuple(sorted(needs.items(), key=lambda item: item[0]))
 
 

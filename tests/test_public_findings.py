@@ -191,3 +191,46 @@ def test_an_init_attached_after_its_class_is_not_a_slicer_failure():
     assert outputs == [(1, 2)] * 3
     reasons = list(init.stats()["fallbacks"])
     assert not any("slicer-error" in r for r in reasons), reasons
+
+
+PARAMS = [tf.Variable(tf.ones((5, 3)) * 0.1), tf.Variable(tf.zeros((3,)))]
+
+
+def cell(inputs, params):
+    W, b = params
+    outputs = []
+    for X in inputs:  # (rows of a tensor the caller computed)
+        outputs.append(tf.tanh(tf.matmul(tf.reshape(X, [-1, W.shape[0]]), W) + b))
+    return tf.concat(outputs, axis=0)
+
+
+def model(tokens, params):
+    return cell(tf.one_hot(tf.transpose(tokens), 5), params)
+
+
+def rnn_step(tokens):
+    with tf.GradientTape() as tape:
+        l = tf.reduce_sum(model(tokens, PARAMS))
+    grads = tape.gradient(l, PARAMS)
+    for p, g in zip(PARAMS, grads):
+        p.assign_sub(0.1 * g)
+    return l
+
+
+@pytest.mark.timeout(300)
+def test_a_callee_reading_a_shape_of_what_its_caller_computed_runs_sliced():
+    """d2l's RNN from scratch: `model` computes `tf.one_hot(...)` and passes it to `cell`,
+    which reads a static shape (`W.shape[0]` of an unpacked variable: a value the
+    judgement cannot tell from a computed tensor). The check of the dimensions a callee
+    reads made `model` host work (its argument to `cell` is no argument of its own), and
+    the step ran eagerly ("`y_hat` ... made by host code inside a `with` block"); such a
+    read needs every dimension of the caller's own tensor arguments, known here."""
+    tokens = tf.constant(np.arange(12).reshape(3, 4) % 5)
+    eager = [rnn_step(tokens).numpy() for _ in range(5)]
+    values = [p.numpy() for p in PARAMS]
+    PARAMS[0].assign(tf.ones((5, 3)) * 0.1)
+    PARAMS[1].assign(tf.zeros((3,)))
+    sliced = gpe.function(rnn_step, adaptive=False)
+    assert [sliced(tokens).numpy() for _ in range(5)] == eager
+    assert all(np.array_equal(a, p.numpy()) for a, p in zip(values, PARAMS))
+    assert sliced.stats()["graph_calls"] >= 2, sliced.stats()
