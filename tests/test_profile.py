@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 
 import pytest
@@ -165,8 +166,9 @@ def test_profile_holds_the_sinks_ops_on_another_thread_in_order(profiled):
 def test_the_trace_viewer_shows_gpe_events_on_the_host_row(profiled_path):
     """What TensorBoard's trace viewer shows: the profile converted by TensorFlow's own
     converter (the profile plugin's `trace_viewer` tool): gpe's events, in the program's
-    order, on the row of the thread named `python` that made the calls; the sink's ops on
-    other rows."""
+    order, on the row of the thread that made the calls (named as the OS names it:
+    `python`, or `pytest` where the suite runs as its script); the sink's ops on other
+    rows."""
     from tensorflow.python.profiler.internal import _pywrap_profiler_plugin
     from tensorflow.tsl.profiler.protobuf import trace_events_pb2
     data, ok = _pywrap_profiler_plugin.xspace_to_tools_data([profiled_path], "trace_viewer")
@@ -180,7 +182,9 @@ def test_the_trace_viewer_shows_gpe_events_on_the_host_row(profiled_path):
     assert [e.name.split(" ")[1] for e in ours] == \
         ["call"] * CALLS + ["wait", "fence", "call", "call", "call", "wait"], ours
     host = {(e.device_id, e.resource_id) for e in ours}
-    assert len(host) == 1 and rows[host.pop()] == "python", rows
+    with open(f"/proc/self/task/{threading.get_native_id()}/comm") as f:
+        calling = f.read().strip()  # (the profile was made on this, the main, thread)
+    assert len(host) == 1 and rows[host.pop()] == calling, (calling, rows)
     assert dict(ours[0].args) == {"kind": "sliced", "variant": "1"}
     # (an op is shown by its kernel's name, `_MklMatMul`; its long name names the line)
     matmuls = [e for e in shown if f"_L{line_of('MATMUL')}/MatMul:" in
