@@ -37,10 +37,12 @@ class PartError(Exception):
 
 def _check_returnable(leaf, name: str) -> None:
     """A value the TF part sends to the host must come back as the host would have had it:
-    a NumPy value the host sent, given back unchanged, or a Python string (a name a TF `if`
-    not taken keeps from before it: slicer/crossings.py), would come back a tensor."""
+    a NumPy value the host sent, given back unchanged, a Python string (a name a TF `if`
+    not taken keeps), or a tensor's Keras mask (Masking, mask_zero), would come back lost."""
     if isinstance(leaf, HostValue) and leaf._spec.type_name not in _PY_NUMBERS:
         what = f"the {leaf._spec.type_name} the host sent"
+    elif getattr(leaf, "_keras_mask", None) is not None:  # (a layer on the host reads it)
+        what = "a tensor with its Keras mask"
     elif isinstance(leaf, (str, bytes)):
         what = f"the {type(leaf).__name__} it holds"
     else:

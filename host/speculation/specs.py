@@ -212,8 +212,8 @@ def _sendable(value) -> bool:
     """A tf.Variable made or picked by host code is not sent: it would arrive as its
     value, a tensor no tape watches and no `assign` reaches (gradients None, silently
     zero with `unconnected_gradients`); TF work that reads it runs on the host."""
-    if isinstance(value, tf.Variable):
-        return False
+    if isinstance(value, tf.Variable) or getattr(value, "_keras_mask", None) is not None:
+        return False  # (a tensor's Keras mask does not cross with it)
     try:
         spec_of(value)
     except Unsendable:
