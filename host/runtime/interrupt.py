@@ -54,6 +54,14 @@ class Interruptible:
         self._manager = cancellation.CancellationManager()
         self._shield = _Shield(self)
 
+    def after_fork_in_child(self) -> None:
+        """In a forked child: fresh state and lock, and no new TF object (making one there
+        can wait for ever on a TF lock another thread of the parent held at the fork)."""
+        self.main = threading.main_thread().ident
+        self.depth = self.shielded = 0
+        self.pending = None
+        self._lock = threading.Lock()
+
     # atomic steps --------------------------------------------------------------------
     def __enter__(self):
         if threading.get_ident() == self.main:

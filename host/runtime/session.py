@@ -136,8 +136,9 @@ class Session:
             if claim and not self.forked:
                 self.exit_call()
 
-    def _new_generation(self) -> None:
-        self.done = tf.queue.FIFOQueue(-1, [tf.int32], shapes=[[]])  # the sinks' acknowledgements
+    def _new_generation(self, forked: bool = False) -> None:
+        # the sinks' acknowledgements; none in a forked child (no TF op in the at-fork hook)
+        self.done = None if forked else tf.queue.FIFOQueue(-1, [tf.int32], shapes=[[]])
         self.sent = self.acknowledged = 0
         # the last sink started (perf_counter), and until when it may have been starting:
         # until the host read the acknowledgement of the first call sent after it (its
@@ -360,7 +361,7 @@ class Session:
             for channel in reg.channels:
                 channel.close()
         for queue in [reg.dispatch for _, reg, _ in self.parts] + [
-                group.control for group in self.groups] + [self.done]:
+                group.control for group in self.groups] + [self.done] * bool(self.done):
             try:
                 queue.close(cancel_pending_enqueues=True)
             except tf.errors.OpError:
@@ -400,17 +401,17 @@ class Session:
                 self._recover()
 
     def after_fork_in_child(self) -> None:
-        """In a forked child: the sink and watchdog threads did not survive the fork, and
-        a lock may be held by a thread that is gone. Start a fresh generation (fresh queues;
-        each variant registers its part again at its next call) with fresh locks."""
+        """In a forked child: fresh locks, and no TF op, none made or freed (a TF lock
+        another thread held at the fork is held there for ever)."""
         self._lock = threading.RLock()
         self._call_guard, self._ack_lock = threading.Lock(), threading.Lock()
         self._call_owner = None
         self.nested_start = None
         self.generation += 1
-        self._new_generation()
+        self._orphans = (self.groups, self.done)  # (freed, their queues would run TF ops)
+        self._new_generation(forked=True)
         self.forked = True  # TF's own thread pools did not survive either: calls run eagerly
-        self.blocking = Interruptible()
+        self.blocking.after_fork_in_child()
         self.watchdog.restart_in_child()
 
     def before_fork(self) -> None:
@@ -482,7 +483,6 @@ def get_session() -> Session:
                 _session = Session()
                 atexit.register(_session.close)
     return _session
-
 
 
 def _after_fork_in_child() -> None:
