@@ -327,8 +327,11 @@ class _Crossings:
         tf_writes = {n for c in tf_stmts for n in anno.get(c, Key.WRITES, ())}
         host_writes = {n for c in inner if anno.get(c, Key.PLACE) != Place.TF
                        and not anno.get(c, Key.MIRROR) for n in anno.get(c, Key.WRITES, ())}
-        if isinstance(stmt, gast.For):
-            host_writes |= {n.id for n in nodes.walk(stmt.target) if isinstance(n, gast.Name)}
+        # the targets of this loop and of the loops the TF part follows inside: the host
+        # binds them (each iteration's value goes with its flag), not what was before
+        host_writes |= {n.id for c in [stmt] + inner if isinstance(c, gast.For) and (
+            c is stmt or anno.get(c, Key.MIRROR)) for n in nodes.walk(c.target)
+            if isinstance(n, gast.Name)}
         tf_reads = {n for c in tf_stmts for n in anno.get(c, Key.READS, ())}
         self._host_order(stmt)
         # a name the host rebinds or mutates inside, from a value it reads there (`y[0] =

@@ -1,0 +1,49 @@
+"""Findings of the corpus survey of public TF2 programs (session 19: /work/corpus, outside
+the repository, programs sv19_*): each in their shape, compared with eager."""
+import pytest
+import tensorflow as tf
+
+import gpe
+
+V = tf.Variable(1.0)
+W = tf.Variable(0.0)
+
+
+def epochs(sizes):
+    """handson-ml2's custom loop (chapter 12) in short: `for metric in metrics: metric(y,
+    y_pred)` in the step loop, `for metric in [mean_loss] + metrics: metric.reset_state()`
+    after it, host work before it. The TF part follows both loops; the step loop's gate sent
+    `i` (read by TF work in the nested loop, bound later by host work) before any
+    iteration had bound it: UnboundLocalError, under gpe only."""
+    out = []
+    for size in sizes:
+        print("size", len(size))
+        for step in range(2):
+            with tf.GradientTape() as tape:
+                loss = V * V
+            V.assign_sub(0.1 * tape.gradient(loss, V))
+            for i in range(len(size)):
+                W.assign_add(loss * i)
+        out.append(W.numpy())
+        for i in range(len(size)):
+            out.append(i)
+    return out
+
+
+def _reset():
+    V.assign(1.0)
+    W.assign(0.0)
+
+
+@pytest.mark.timeout(120)
+def test_a_nested_loop_target_first_bound_in_the_loop_is_not_sent_before_it(capsys):
+    _reset()
+    expected = [epochs([[1, 2], [3]]) for _ in range(5)]
+    printed, state = capsys.readouterr().out, (V.numpy(), W.numpy())
+    _reset()
+    f = gpe.function(epochs, adaptive=False)
+    got = [f([[1, 2], [3]]) for _ in range(5)]
+    assert got == expected
+    assert capsys.readouterr().out == printed
+    assert (V.numpy(), W.numpy()) == state
+    assert f.stats()["graph_calls"] >= 2
