@@ -63,12 +63,25 @@ def mark(fn: gast.FunctionDef, code=None) -> None:
     cells = frozenset(getattr(code, "co_cellvars", ()))
     for loop, bound in _loops(fn.body, _arguments(fn)):
         inside = {id(n) for stmt in loop.body for n in scope.reads(stmt)}
+        inside |= _bound_by_their_loop(fn)
         live = frozenset(n.id for n in scope.reads(fn) if id(n) not in inside)
         outline = _outline(loop, bound, local, live)
         if outline is None or shared & (set(outline.params) | _touched(loop.body)) or \
                 cells & frozenset().union(*(_stored(s) for s in loop.body)):
             continue
         anno.set(loop, Key.OUTLINE, outline)
+
+
+def _bound_by_their_loop(fn: gast.FunctionDef) -> set:
+    """The reads of a `for` loop's target in that loop's body: the loop bound them, so none
+    sees what another statement bound (`for metric in [mean_loss] + metrics:
+    metric.reset_state()` after a step loop whose body runs `for metric in metrics`)."""
+    out = set()
+    for loop in nodes.walk(fn):
+        if isinstance(loop, gast.For):
+            bound = _stored(loop.target)
+            out |= {id(n) for stmt in loop.body for n in scope.reads(stmt) if n.id in bound}
+    return out
 
 
 def _touched(body: list) -> frozenset:

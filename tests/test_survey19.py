@@ -47,3 +47,48 @@ def test_a_nested_loop_target_first_bound_in_the_loop_is_not_sent_before_it(caps
     assert capsys.readouterr().out == printed
     assert (V.numpy(), W.numpy()) == state
     assert f.stats()["graph_calls"] >= 2
+
+
+class Total:
+    """A metric in a plain class (keras.metrics.Mean's shape: a call, result, a reset)."""
+
+    def __init__(self):
+        self.total = tf.Variable(0.0)
+
+    def __call__(self, x):
+        self.total.assign_add(x)
+
+    def reset_state(self):
+        self.total.assign(0.0)
+
+
+METRICS = [Total(), Total()]
+
+
+def train(epochs, steps):
+    """handson-ml2's custom loop's shape, called once: its step loop's body binds `metric`
+    (`for metric in metrics: metric(...)`), and the epoch's `for metric in ...:
+    metric.reset_state()` reads it after, bound by that loop itself."""
+    history = []
+    for epoch in range(epochs):
+        for step in range(steps):
+            with tf.GradientTape() as tape:
+                loss = V * V
+            V.assign_sub(0.1 * tape.gradient(loss, V))
+            for metric in METRICS:
+                metric(loss)
+        history.append(METRICS[0].total.numpy())
+        for metric in METRICS:
+            metric.reset_state()
+    return history
+
+
+@pytest.mark.timeout(120)
+def test_a_loop_reading_its_own_target_after_the_step_loop_lets_that_loop_be_outlined():
+    _reset()
+    expected, state = train(2, 6), V.numpy()
+    _reset()
+    f = gpe.function(train, adaptive=False)
+    assert f(2, 6) == expected and V.numpy() == state
+    (body,) = f.builder.outlined.bodies.values()  # outlined before: `metric` read after it
+    assert body.stats()["graph_calls"] >= 3, body.stats()
