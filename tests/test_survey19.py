@@ -92,3 +92,54 @@ def test_a_loop_reading_its_own_target_after_the_step_loop_lets_that_loop_be_out
     assert f(2, 6) == expected and V.numpy() == state
     (body,) = f.builder.outlined.bodies.values()  # outlined before: `metric` read after it
     assert body.stats()["graph_calls"] >= 3, body.stats()
+
+
+class DNN(tf.Module):
+    """eat_tensorflow2_in_30_days' low-level DNN (3-1): a tf.Module whose __call__,
+    loss_func (and metric_func) are tf.functions with input signatures."""
+
+    def __init__(self):
+        self.w = tf.Variable([[0.5], [-0.25]])
+        self.b = tf.Variable([[0.1]])
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32)])
+    def __call__(self, x):
+        return tf.nn.sigmoid(x @ self.w + self.b)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 1], tf.float32),
+                                  tf.TensorSpec([None, 1], tf.float32)])
+    def loss_func(self, y_true, y_pred):
+        print("tracing loss_func")
+        return tf.reduce_mean(tf.square(y_true - y_pred))
+
+
+@tf.function
+def halved(g):
+    print("tracing halved")
+    return 0.5 * g
+
+
+def dnn_step(model, features, labels):
+    with tf.GradientTape() as tape:
+        predictions = model(features)
+        loss = model.loss_func(labels, predictions)
+    grads = tape.gradient(loss, model.trainable_variables)
+    for p, g in zip(model.trainable_variables, grads):
+        p.assign(p - halved(g))
+    return loss
+
+
+@pytest.mark.timeout(120)
+def test_a_tf_function_method_called_in_the_tape_runs_in_the_graph(capsys):
+    x = tf.constant([[1.0, 2.0], [3.0, -1.0], [0.5, 0.5]])
+    y = tf.constant([[1.0], [0.0], [1.0]])
+    runs = []  # eagerly twice (the second as gpe's: `halved` traced already), then gpe
+    for wrap in (lambda f: f, lambda f: f, lambda f: gpe.function(f, adaptive=False)):
+        model, step = DNN(), wrap(dnn_step)  # (a fresh model: its functions trace again)
+        losses = [step(model, x, y).numpy() for _ in range(6)]
+        runs.append((losses, [v.numpy().tolist() for v in model.trainable_variables],
+                     capsys.readouterr().out))
+    assert runs[1] == runs[2] and runs[0][:2] == runs[2][:2]
+    # `model.loss_func(...)` was host work (a tf.function classified as plain Python), so
+    # its tensor, made in the tape, made every call eager
+    assert step.stats()["graph_calls"] == 3, step.stats()
