@@ -1,5 +1,7 @@
 """Findings of the corpus survey of public TF2 programs (session 19: /work/corpus, outside
 the repository, programs sv19_*): each in their shape, compared with eager."""
+import keras
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -143,3 +145,34 @@ def test_a_tf_function_method_called_in_the_tape_runs_in_the_graph(capsys):
     # `model.loss_func(...)` was host work (a tf.function classified as plain Python), so
     # its tensor, made in the tape, made every call eager
     assert step.stats()["graph_calls"] == 3, step.stats()
+
+
+def q_step(qnet, states, next_states, rewards):
+    """handson-ml2's DQN training_step in small: the targets from `model.predict` (NumPy,
+    on the host), the update in a tape."""
+    next_q = qnet.predict(next_states, verbose=0)
+    target = rewards + 0.9 * np.max(next_q, axis=1)
+    with tf.GradientTape() as tape:
+        q = tf.reduce_sum(qnet(states), axis=1)
+        loss = tf.reduce_mean(tf.square(target - q))
+    grads = tape.gradient(loss, qnet.trainable_variables)
+    for v, g in zip(qnet.trainable_variables, grads):
+        v.assign_sub(0.1 * g)
+    return loss
+
+
+@pytest.mark.timeout(120)
+def test_keras_predict_in_a_step_runs_on_the_host_and_the_rest_in_the_graph():
+    rng = np.random.default_rng(0)
+    states, next_states = (rng.normal(size=(8, 4)).astype(np.float32) for _ in range(2))
+    rewards = rng.normal(size=(8,)).astype(np.float32)
+    runs = []
+    for wrap in (lambda f: f, lambda f: gpe.function(f, adaptive=False)):
+        keras.utils.set_random_seed(0)
+        qnet, step = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)]), wrap(q_step)
+        losses = [step(qnet, states, next_states, rewards).numpy() for _ in range(4)]
+        runs.append((losses, [v.numpy().tolist() for v in qnet.trainable_variables]))
+    assert runs[0] == runs[1]
+    # `qnet.predict` was TF work (a Keras model's method): tracing it failed, every call eager
+    assert step.stats()["graph_calls"] == 1, step.stats()
+

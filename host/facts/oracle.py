@@ -51,6 +51,13 @@ _HOST_TF_MODULES = (
 _KERAS_OP_MODULES = ("keras.src.ops.", "keras.src.losses.", "keras.src.activations.",
                      "keras.src.metrics.", "keras.src.backend.tensorflow.")
 _KERAS_HOST_FUNCTIONS = ("convert_to_numpy", "serialize", "deserialize", "get")
+# Keras's own methods of a layer or model that are host utilities: they run their own loops
+# and tf.functions and return NumPy or Python values (`model.predict(next_states)` in
+# handson-ml2's DQN), or read or write a model's state as NumPy: never TF work
+_KERAS_HOST_METHODS = frozenset({
+    "predict", "predict_on_batch", "fit", "evaluate", "train_on_batch", "test_on_batch",
+    "get_weights", "set_weights", "save", "save_weights", "load_weights", "summary",
+    "count_params", "get_config", "to_json", "compile", "export"})
 _HOST_TF_NAMES = (  # dotted names under `tf` whose modules also hold real ops
     "summary.create_file_writer", "summary.create_noop_writer", "summary.record_if",
     "summary.should_record_summaries", "summary.experimental.set_step",
@@ -205,6 +212,9 @@ def _keras_kind(obj: Any) -> Kind | None:
                 # where the model and the losses it was compiled with are
                 tf_work = keras_methods.tf_method(obj, _all_tf, unbuilt.seen)
                 return Kind.TF_EFFECT_OP if tf_work else Kind.HOST
+            if obj.__func__.__name__ in _KERAS_HOST_METHODS and _top(
+                    obj.__func__.__module__ or "") == "keras":
+                return Kind.HOST
             if _keras_all_the_way(owner) and _top(obj.__func__.__module__ or "") == "keras":
                 # model.predict_step, opt.apply_gradients, metric.update_state, ...
                 return Kind.TF_EFFECT_OP
