@@ -166,8 +166,10 @@ class SlicePlan:
 
     @property
     def host_only_work(self) -> bool:
-        """No statement runs in the graph, nor a nested call's TF part."""
-        return not self.nested and all(line.place != "TF" for line in self.lines)
+        """No statement runs in the graph, nor a nested call's TF part, nor the body of a
+        training loop outlined (its passes run as a function gpe slices)."""
+        return not self.nested and not self.outlines and all(
+            line.place != "TF" for line in self.lines)
 
     def where(self, lineno: int) -> str:
         """The user's file and line, for messages."""

@@ -176,3 +176,51 @@ def test_keras_predict_in_a_step_runs_on_the_host_and_the_rest_in_the_graph():
     # `qnet.predict` was TF work (a Keras model's method): tracing it failed, every call eager
     assert step.stats()["graph_calls"] == 1, step.stats()
 
+
+BATCHES = tf.data.Dataset.from_tensor_slices(
+    np.arange(16, dtype=np.float32).reshape(8, 2)).batch(2)
+NOISE = NET = OPT = None
+
+
+class Net(keras.Model):
+    """dragen1860's VAE in small: a subclassed model drawing from a tf.random.Generator."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = keras.layers.Dense(2, kernel_initializer="ones")
+
+    def noisy(self, h):
+        return h + NOISE.normal(h.shape)
+
+    def call(self, x):
+        return self.noisy(self.fc(x))
+
+
+def fit(epochs):
+    """The VAE's loop (dragen1860 lesson22, called once): every statement around the step
+    loop is host work, the step loop's body holds the TF work."""
+    history = []
+    for epoch in range(epochs):
+        for step, x in enumerate(BATCHES):
+            x = tf.reshape(x, [-1, 2])
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(NET(x) - x))
+            grads = tape.gradient(loss, NET.trainable_variables)
+            OPT.apply_gradients(zip(grads, NET.trainable_variables))
+        history.append(float(loss))
+    return history
+
+
+@pytest.mark.timeout(120)
+def test_a_function_whose_only_tf_work_is_an_outlined_loop_runs_its_steps_in_the_graph():
+    global NOISE, NET, OPT
+    runs = []
+    for wrap in (lambda f: f, lambda f: gpe.function(f, adaptive=False)):
+        NOISE, NET = tf.random.Generator.from_seed(1), Net()
+        OPT, f = keras.optimizers.SGD(0.01), wrap(fit)
+        NET.build((None, 2))
+        runs.append((f(3), [v.numpy().tolist() for v in NET.trainable_variables]))
+    assert runs[0] == runs[1]
+    # the plan had no TF statement of its own: refused as "no TF work", its loop not outlined
+    (body,) = f.builder.outlined.bodies.values()
+    assert body.stats()["graph_calls"] >= 3, body.stats()
