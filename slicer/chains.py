@@ -56,8 +56,10 @@ def mutated_roots(fn: gast.FunctionDef, objects, classify,
     """Names whose objects this function may change: an attribute or item of theirs is
     assigned, one of their methods (or a method of an attribute) that is not TF's is
     called, they are passed to a call, or a function of the module it calls (`lookup`
-    finds it) changes them in place (`def bump(): CFG.scale += 1`)."""
+    finds it) changes them in place (`def bump(): CFG.scale += 1`); and the other names
+    whose objects those reach (reached_aliases)."""
     roots = set()
+    changed = []  # the objects of those
     for node in _reached(fn, objects, dynamic_paths):
         if isinstance(node, (gast.Attribute, gast.Subscript)) and isinstance(
                 node.ctx, (gast.Store, gast.Del)):
@@ -77,8 +79,75 @@ def mutated_roots(fn: gast.FunctionDef, objects, classify,
                 if isinstance(arg, gast.Name):
                     roots.add(arg.id)
             if lookup is not None and isinstance(node.func, gast.Name):
-                roots |= globalwrites.mutated(lookup(node.func.id))
-    return roots
+                helper = lookup(node.func.id)
+                names = globalwrites.mutated(helper)
+                roots |= names
+                changed += [helper.__globals__[n] for n in names if n in helper.__globals__]
+    values = _values(fn, objects, lookup)
+    changed += [values[r] for r in roots if r in values]
+    return roots | reached_aliases(roots, changed, values)
+
+
+def _values(fn: gast.FunctionDef, objects, lookup) -> dict[str, Any]:
+    """What each name `fn` reads refers to: an object argument's value, else (a name it
+    never binds) its global or closure value."""
+    bound = bound_names(fn)
+    values = dict(objects)
+    for node in nodes.walk(fn):
+        if isinstance(node, gast.Name) and node.id not in values and \
+                node.id not in bound and lookup is not None:
+            value = lookup(node.id)
+            if value is not MISSING:
+                values[node.id] = value
+    return values
+
+
+_REACH_LIMIT = 5000
+"""Objects visited looking for aliases before every other object name counts as reached."""
+
+
+def reached_aliases(roots: set[str], changed: list, values: dict[str, Any]) -> set[str]:
+    """The other names of `values` whose object a `changed` object reaches (itself
+    included) through containers and the attributes of the user's objects (a library's
+    object is not looked into): `SCHED.step()` may change `LR.lr` where `SCHED.c is LR`, so
+    LR is changed too (a number on it is not folded). Past _REACH_LIMIT objects, every
+    other name holding an object."""
+    others: dict[int, list[str]] = {}
+    for name, value in values.items():
+        if name not in roots and _has_state(value):
+            others.setdefault(id(value), []).append(name)
+    if not others:
+        return set()
+    found: set[str] = set()
+    todo = list(changed)
+    seen: set[int] = set()
+    while todo:
+        value = todo.pop()
+        if id(value) in seen or not _has_state(value):
+            continue
+        seen.add(id(value))
+        if len(seen) > _REACH_LIMIT:
+            return {n for names in others.values() for n in names}
+        found.update(others.get(id(value), ()))
+        if isinstance(value, dict):
+            todo.extend(value.values())
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            todo.extend(value)
+        elif type(value).__module__.split(".", 1)[0] not in _LIBRARIES:
+            todo.extend(getattr(value, "__dict__", {}).values())  # the user's objects only
+    return found
+
+
+_LIBRARIES = frozenset({"tensorflow", "keras", "tf_keras", "numpy", "builtins", "gpe"})
+
+
+def _has_state(value: Any) -> bool:
+    """An object whose contents a call may change (not a number, a string, a module, a
+    class or a function)."""
+    if isinstance(value, (list, dict, set, tuple, frozenset)):
+        return True
+    return hasattr(value, "__dict__") and not isinstance(value, type) and not (
+        inspect.ismodule(value) or inspect.isroutine(value))
 
 
 def _reached(fn: gast.AST, objects, dynamic_paths: frozenset):

@@ -85,13 +85,16 @@ def _stored(code: types.CodeType, ops: frozenset) -> frozenset:
 
 
 def mutated(fn, depth: int = 3) -> frozenset:
-    """Globals a plain function may change in place (`CFG.scale += 1`, `LOG[k] = v`): those
-    its code loads, where it assigns an attribute or item, and those of the functions of
-    its module it calls (`depth` deep). Over-approximates: for the kinds pass, a number on
-    such an object is not folded (slicer/chains.mutated_roots)."""
+    """Globals a plain function may change in place (`CFG.scale += 1`, `LOG[k] = v`,
+    `SCHED.step()`): those its code loads, where it assigns an attribute or item, those
+    on which it calls a method of the user's, and those of the functions of its module it
+    calls (`depth` deep). Over-approximates: for the kinds pass, a number on such an
+    object (or on one it reaches) is not folded (slicer/chains.mutated_roots)."""
     if not isinstance(fn, types.FunctionType) or depth <= 0:
         return frozenset()
     names = set(_mutated(fn.__code__))
+    names |= {name for name, attr in _method_calls(fn.__code__)
+              if _user_method(getattr(fn.__globals__.get(name), attr, None))}
     for name in _loaded(fn.__code__):
         callee = fn.__globals__.get(name)
         if isinstance(callee, types.FunctionType) and callee is not fn and \
@@ -110,6 +113,29 @@ def _loaded(code: types.CodeType) -> frozenset:
         if isinstance(const, types.CodeType):
             names |= _loaded(const)
     return frozenset(names)
+
+
+@functools.lru_cache(maxsize=4096)
+def _method_calls(code: types.CodeType) -> frozenset:
+    """(global, attribute) pairs the code reads as `GLOBAL.attribute` (a method it calls,
+    `SCHED.step()`, among them)."""
+    found = set()
+    ops = list(dis.get_instructions(code))
+    for op, after in zip(ops, ops[1:]):
+        if op.opname == "LOAD_GLOBAL" and after.opname in ("LOAD_METHOD", "LOAD_ATTR"):
+            found.add((op.argval, after.argval))
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found |= _method_calls(const)
+    return frozenset(found)
+
+
+def _user_method(value) -> bool:
+    """A bound method of an object of the user's code (not TensorFlow's or Keras's)."""
+    if not inspect.ismethod(value):
+        return False
+    module = (getattr(value.__func__, "__module__", None) or "").split(".", 1)[0]
+    return module not in ("keras", "tensorflow", "tf_keras", "builtins")
 
 
 @functools.lru_cache(maxsize=4096)
