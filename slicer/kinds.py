@@ -259,6 +259,11 @@ class _Inferer:
         fkind = self.expr(node.func)
         for arg in node.args + [keyword.value for keyword in node.keywords]:
             self.expr(arg)
+        if isinstance(node.func, gast.Attribute) and node.func.attr in (
+                "items", "keys", "values") and not node.args and anno.get(
+                node.func.value, Key.KIND) == Kind.TENSOR:  # of a dict of TF values
+            anno.set(node.func, Key.KIND, Kind.TF_OP)  # (a tensor has no such method)
+            return Kind.TF_OBJECT
         if fkind in (Kind.HOST, Kind.SLICED_FN):
             callee_kind = self._callee(node)
             if callee_kind is not None:
@@ -426,7 +431,9 @@ class _Inferer:
 
     def _Subscript(self, node: gast.Subscript) -> Kind:
         base = self.expr(node.value)
-        self.expr(node.slice)
+        index = self.expr(node.slice)
+        if base == Kind.TENSOR and index in (Kind.HOST, Kind.HOST_ONLY):  # `d[k]`, `k` a key
+            return Kind.HOST  # only the host knows (a dict of TF values): indexed there
         if anno.get(node.value, Key.CONSTANT) and base == Kind.HOST_DATA:
             return Kind.PY_SCALAR if anno.get(node.slice, Key.CONSTANT) else Kind.HOST_DATA
         if self._number_item(node):
@@ -465,7 +472,13 @@ class _Inferer:
     _List = _Tuple
 
     def _Dict(self, node: gast.Dict) -> Kind:
+        """A dict of TF values under string keys written out (`{'content': c, 'style': s}`,
+        a model's outputs) is a structure the TF part builds, as a tuple of them is."""
         kinds = [self.expr(e) for e in node.keys + node.values if e is not None]
+        if node.values and all(isinstance(k, gast.Constant) and isinstance(k.value, str)
+                               for k in node.keys) and all(
+                anno.get(v, Key.KIND) in TF_KINDS for v in node.values):
+            return Kind.TENSOR
         return Kind.HOST_DATA if all(k in _PLAIN for k in kinds) else Kind.HOST
 
     _Set = _Tuple
