@@ -67,6 +67,8 @@ class Key(enum.Enum):
               "holds, `not self.built`): the branch it takes replaces the `if` on both sides "
               "(hoist.py); on the function, the tests it folded away (what they read is "
               "still guarded: the plan's folds)")
+    GLOBALS = ("frozenset on the FunctionDef: the global (or closure) Python numbers its TF "
+               "part reads when traced, folded and guarded by value (kinds.py): not sent")
     INLINE = ("True on a CALLEE call of a callee that returns TF objects themselves "
               "(variables, lists of them: `model.params()`): the TF part traces it inline, "
               "not as its own FunctionDef, so that it gets the objects")

@@ -241,6 +241,8 @@ class _Crossings:
         if name in s.side:
             return s.side[name] != _TF
         obj = self.parsed.lookup(name)  # a global or closure name
+        if name in anno.get(self.parsed.node, Key.GLOBALS, frozenset()):
+            return False  # a number the TF part reads when traced (folded, guarded)
         return isinstance(obj, (bool, int, float)) or (
             obj is not MISSING and self.facts.classify(obj) == Kind.HOST_DATA
             and not isinstance(obj, (str, type(None))))

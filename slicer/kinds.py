@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 import gast
 
-from . import anno, arity, callsites, chainkinds, fnargs, nodes, reproduced, shapes, splice
+from . import anno, arity, callsites, chainkinds, fnargs, globalwrites, nodes, reproduced, shapes, splice
 from .anno import Key
 from .facts import CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES, ORDERING_BUILTINS, STATIC_META, STRUCTURAL_BUILTINS, TF_KINDS, Facts, Kind
 from .chains import bound_names, chain_root, chain_value, fixed_items, is_range, is_static, mutated_roots, stable, static_value, stored_names, unchanged_reads
@@ -43,6 +43,7 @@ class _Inferer:
         self.parsed, self.facts, self.env, self.callee = parsed, facts, env, callee
         self.local_names = bound_names(parsed.node)
         self.rebound = stored_names(parsed.node)  # arguments the function reassigns
+        self.rebound_globals = globalwrites.rebound(parsed)  # (by any code of the module)
         # objects whose attributes may change here
         self.mutated = mutated_roots(parsed.node, facts.objects, self.classify,
                                      facts.dynamic_paths, parsed.lookup)
@@ -184,6 +185,15 @@ class _Inferer:
         if node.id in self.local_names:
             return Kind.HOST
         obj = self.parsed.lookup(node.id)
+        if type(obj) in (bool, int, float) and node.id not in self.rebound_globals and \
+                node.id not in self.facts.dynamic_paths:
+            # a module's number no code of it rebinds (`N_TOWERS`): read when the TF part
+            # is traced, as a callee reads its globals, and guarded by value (captures);
+            # one that keeps changing between calls (dynamic) is sent instead
+            anno.set(node, Key.PATH, node.id)
+            anno.set(node, Key.CONSTANT, True)
+            anno.set(self.parsed.node, Key.GLOBALS,
+                     anno.get(self.parsed.node, Key.GLOBALS, frozenset()) | {node.id})
         return Kind.HOST if obj is MISSING else self.classify(obj)
 
     def _object_argument(self, node: gast.Name) -> Kind:
@@ -432,7 +442,8 @@ class _Inferer:
     def _Subscript(self, node: gast.Subscript) -> Kind:
         base = self.expr(node.value)
         index = self.expr(node.slice)
-        if base == Kind.TENSOR and index in (Kind.HOST, Kind.HOST_ONLY):  # `d[k]`, `k` a key
+        if base == Kind.TENSOR and isinstance(node.slice, gast.Name) and index in (
+                Kind.HOST, Kind.HOST_ONLY):  # `d[k]`, `k` a key
             return Kind.HOST  # only the host knows (a dict of TF values): indexed there
         if anno.get(node.value, Key.CONSTANT) and base == Kind.HOST_DATA:
             return Kind.PY_SCALAR if anno.get(node.slice, Key.CONSTANT) else Kind.HOST_DATA
