@@ -12,7 +12,7 @@ import inspect
 
 import gast
 
-from . import anno
+from . import anno, shapes, splice
 from .anno import Key
 from .chains import chain_root, dotted, is_static, user_code
 from .facts import CALLEE_ARG_KINDS, TF_KINDS, Kind
@@ -28,9 +28,63 @@ def judged(arg_kinds: list[Kind], objects: list) -> bool:
         or all(k in CALLEE_ARG_KINDS for k in arg_kinds)
 
 
+def callee_kind(inf, node: gast.Call) -> Kind | None:
+    """The kinds pass's kind of a call of a user's function (`inf`: its inferer), or None
+    where the call is not a callee: a user function called on TF values or objects whose
+    body is all TF work (see callees.py), a user method of an object (`model.encode(x)`), a call of a user's
+    object with its own `__call__` (`model(x, rate)`), or a user function passed as an
+    argument (`loss(y_pred, y)`: guarded by identity): an object is the callee's
+    first argument. What the callee reads from objects it is given becomes the call's
+    CALLEE_READS, in the caller's names (captured and guarded by the caller)."""
+    found = target(inf, node) if inf.callee is not None else None
+    if found is None:
+        return None
+    fn, sites = found
+    sent = [sent_number(inf, a) for a in sites]  # sent, not folded
+    arg_kinds = [Kind.PY_SCALAR if path else anno.get(a, Key.KIND)
+                 for a, path in zip(sites, sent)]
+    objects = [MISSING if path else inf.object_of(a) for a, path in zip(sites, sent)]
+    if not judged(arg_kinds, objects):
+        return None
+    constants = [fixed(inf, a) for a in sites]
+    verdict = inf.callee(fn, arg_kinds, inf.facts, objects, constants)
+    if verdict is None:
+        splice.note(inf, node, fn)  # inside a tape, its statements are spliced
+    paths = verdict and reads(inf, verdict.reads, sites)
+    if paths is not None and verdict is not None:  # and from its own namespace (guarded
+        if any(number and path in inf.facts.dynamic_paths  # unless a number there
+               for path, number in verdict.globals):  # keeps changing: traced stale)
+            return None
+        paths = paths + verdict.globals
+    checks = verdict and tests(node, verdict.tests, sites, sent)
+    needs = verdict and shapes.at_call(verdict.shapes, node, sites)
+    if paths is None or checks is None or needs is None:
+        return None
+    anno.set(node, Key.CALLEE_SHAPES, needs)  # (dimensions its trace must know)
+    if checks:
+        anno.set(node, Key.CALLEE_TESTS, checks)
+    if isinstance(node.func, gast.Name) and node.func.id in inf.facts.objects:
+        anno.set(node.func, Key.PATH, node.func.id)  # the function passed: its identity
+    anno.set(node, Key.CALLEE_READS, paths)
+    owner = sites[0] if sites and (sites[0] is node.func or isinstance(
+        node.func, gast.Attribute) and sites[0] is node.func.value) else None
+    if isinstance(owner, gast.Attribute) and not anno.has(owner, Key.PATH):
+        # `self.model.loss(x)` on a user's plain object: the TF part calls the method
+        # on the object it captured, guarded by identity (not a host value to send)
+        path = path_of(inf, owner)
+        if path is not None:
+            anno.set(owner, Key.PATH, path)
+    if verdict.unrolled is not None:
+        anno.set(node, Key.UNROLLED, verdict.unrolled)
+    if verdict.inline:
+        anno.set(node, Key.INLINE, True)
+    return verdict.kind
+
+
+
 def target(inf, node: gast.Call) -> tuple | None:
     """(the user's function, the argument expressions it gets) for a call that may be
-    a callee (see _callee), else None."""
+    a callee (see callee_kind), else None."""
     if any(_spreads_nothing(inf, a) for a in node.args):  # `self.forward(X, *args)`
         node = copy.copy(node)
         node.args = [a for a in node.args if not _spreads_nothing(inf, a)]

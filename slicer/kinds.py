@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 import gast
 
-from . import anno, arity, callsites, chainkinds, fnargs, globalwrites, nodes, reproduced, shapes, splice
+from . import anno, arity, callsites, chainkinds, fnargs, globalwrites, nodes, reproduced
 from .anno import Key
 from .facts import CONSTANT_BUILTINS, MATERIALIZE_METHODS, META_ATTRIBUTES, ORDERING_BUILTINS, STATIC_META, STRUCTURAL_BUILTINS, TF_KINDS, Facts, Kind
 from .chains import bound_names, chain_root, chain_value, fixed_items, is_range, is_static, mutated_roots, stable, static_value, stored_names, unchanged_reads
@@ -275,7 +275,7 @@ class _Inferer:
             anno.set(node.func, Key.KIND, Kind.TF_OP)  # (a tensor has no such method)
             return Kind.TF_OBJECT
         if fkind in (Kind.HOST, Kind.SLICED_FN):
-            callee_kind = self._callee(node)
+            callee_kind = callsites.callee_kind(self, node)
             if callee_kind is not None:
                 anno.set(node, Key.CALLEE, True)
                 anno.set(node.func, Key.KIND, callee_kind)
@@ -327,57 +327,6 @@ class _Inferer:
         return (inspect.isfunction(value) and not inspect.isgeneratorfunction(value)
                 and value is not self.parsed.fn and value.__name__ != "<lambda>"
                 and getattr(value, "__module__", None) == self.parsed.fn.__module__)
-
-    def _callee(self, node: gast.Call) -> Kind | None:
-        """A user function called on TF values or objects whose body is all TF work (see
-        resolve), a user method of an object (`model.encode(x)`), a call of a user's
-        object with its own `__call__` (`model(x, rate)`), or a user function passed as an
-        argument (`loss(y_pred, y)`: guarded by identity): an object is the callee's
-        first argument. What the callee reads from objects it is given becomes the call's
-        CALLEE_READS, in the caller's names (captured and guarded by the caller)."""
-        target = callsites.target(self, node) if self.callee is not None else None
-        if target is None:
-            return None
-        fn, sites = target
-        sent = [callsites.sent_number(self, a) for a in sites]  # sent, not folded
-        arg_kinds = [Kind.PY_SCALAR if path else anno.get(a, Key.KIND)
-                     for a, path in zip(sites, sent)]
-        objects = [MISSING if path else self.object_of(a) for a, path in zip(sites, sent)]
-        if not callsites.judged(arg_kinds, objects):
-            return None
-        constants = [callsites.fixed(self, a) for a in sites]
-        judged = self.callee(fn, arg_kinds, self.facts, objects, constants)
-        if judged is None:
-            splice.note(self, node, fn)  # inside a tape, its statements are spliced
-        reads = judged and callsites.reads(self, judged.reads, sites)
-        if reads is not None and judged is not None:  # and from its own namespace (guarded
-            if any(number and path in self.facts.dynamic_paths  # unless a number there
-                   for path, number in judged.globals):  # keeps changing: traced stale)
-                return None
-            reads = reads + judged.globals
-        tests = judged and callsites.tests(node, judged.tests, sites, sent)
-        needs = judged and shapes.at_call(judged.shapes, node, sites)
-        if reads is None or tests is None or needs is None:
-            return None
-        anno.set(node, Key.CALLEE_SHAPES, needs)  # (dimensions its trace must know)
-        if tests:
-            anno.set(node, Key.CALLEE_TESTS, tests)
-        if isinstance(node.func, gast.Name) and node.func.id in self.facts.objects:
-            anno.set(node.func, Key.PATH, node.func.id)  # the function passed: its identity
-        anno.set(node, Key.CALLEE_READS, reads)
-        owner = sites[0] if sites and (sites[0] is node.func or isinstance(
-            node.func, gast.Attribute) and sites[0] is node.func.value) else None
-        if isinstance(owner, gast.Attribute) and not anno.has(owner, Key.PATH):
-            # `self.model.loss(x)` on a user's plain object: the TF part calls the method
-            # on the object it captured, guarded by identity (not a host value to send)
-            path = callsites.path_of(self, owner)
-            if path is not None:
-                anno.set(owner, Key.PATH, path)
-        if judged.unrolled is not None:
-            anno.set(node, Key.UNROLLED, judged.unrolled)
-        if judged.inline:
-            anno.set(node, Key.INLINE, True)
-        return judged.kind
 
     def value_of(self, node: gast.AST) -> Any:
         """The object a Name/Attribute chain refers to when slicing: through an object
