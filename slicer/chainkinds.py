@@ -217,13 +217,40 @@ def fold_test(inf, test: gast.expr) -> None:
 
 
 def _fixed(inf, operand: gast.expr) -> tuple | None:
-    """(the value) of a chain the key guards or an argument fixed for the call, else None."""
+    """(the value) of a chain the key guards, an argument fixed for the call, or the rank
+    of a tensor argument (the call key holds it), else None."""
     if isinstance(operand, gast.Attribute) and anno.has(operand, Key.PATH):
         return (inf.value_of(operand),)
+    rank = _rank(inf, operand)
+    if rank is not None:
+        return (rank,)
     if isinstance(operand, gast.Name) and operand.id in inf.facts.args and \
             operand.id not in inf.rebound and inf.facts.args[operand.id].constant:
         return (inf.facts.args[operand.id].value,)
     return None
+
+
+def _rank(inf, operand: gast.expr) -> int | None:
+    """The rank of a tensor argument the function does not rebind, where `operand` reads
+    it (`len(X.shape)`, `X.shape.rank`, `X.ndim`: d2l's sequence_mask), else None."""
+    if isinstance(operand, gast.Call) and isinstance(operand.func, gast.Name) and \
+            operand.func.id == "len" and len(operand.args) == 1 and not operand.keywords \
+            and anno.get(operand.func, Key.KIND) == Kind.HOST_FN:
+        shape = operand.args[0]
+    elif isinstance(operand, gast.Attribute) and operand.attr == "rank":
+        shape = operand.value
+    elif isinstance(operand, gast.Attribute) and operand.attr == "ndim":
+        shape = gast.Attribute(value=operand.value, attr="shape", ctx=gast.Load())
+    else:
+        return None
+    if not (isinstance(shape, gast.Attribute) and shape.attr == "shape" and
+            isinstance(shape.value, gast.Name)):
+        return None
+    fact = inf.facts.args.get(shape.value.id)
+    if fact is None or fact.kind != Kind.TENSOR or fact.shape is None or \
+            shape.value.id in inf.rebound:
+        return None
+    return len(fact.shape)
 
 
 def takes_user_objects(inf, node: gast.Call) -> bool:

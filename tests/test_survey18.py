@@ -15,26 +15,6 @@ STATE = tf.constant(1.0)
 CFG = types.SimpleNamespace(scale=0)
 N_TOWERS = 2
 
-WHY_RETURN = (
-    "runs eagerly: d2l's sequence_mask (`if len(X.shape) == 3: return tf.where("
-    "tf.expand_dims(mask, -1), X, value)` else `return tf.where(mask, X, value)`): a test "
-    "fixed for the call, but a branch that returns is not one placement._tf_compound takes "
-    "(_LEAVES), so the host decides it and the TF part follows with every branch traced "
-    "(switch_case) on this call's shapes; the branch not taken does not trace for a 2-D X "
-    "('Dimensions must be equal, but are 5 and 4'), the variant is refused. Written with an "
-    "assignment in each branch and one return, the same function runs sliced. In the corpus "
-    "(d2l_transformer, d2l_seq2seq, d2l_bahdanau under gpe run) it is never sliced")
-WHY_LOOP = (
-    "runs eagerly: `for i in range(N)` with N a module's number is not 'fixed for the "
-    "call' (placement._tf_compound admits names of folded arguments and paths, not bare "
-    "globals; range(2) is unrolled), so the host drives it, and a host loop inside a TF "
-    "`with` block is refused (partition: 'unsupported-order'). Tried: marking a module's "
-    "number fixed in kinds._Name (PATH + constant, as chainkinds._guarded_static does for "
-    "`cfg.n`) unrolls it, but crossings still send the name, through a gate after any host "
-    "statement (this function's docstring is one): a HostValue, which range() refuses "
-    "when the part is traced")
-
-
 def bump():
     """A helper keeping a module's counter (`global step; step += 1`)."""
     global STEP
@@ -385,15 +365,22 @@ def pick_by_rank(X, m):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(strict=True, reason=WHY_RETURN)
 def test_a_fixed_branch_that_returns_runs_sliced():
+    """d2l's sequence_mask: `if len(X.shape) == 3: return ...` on a tensor argument, whose
+    rank the call key holds: the test is folded (the branch taken replaces the `if`); a
+    call of the other rank is another key, sliced with the other branch."""
     X = tf.constant(np.arange(20, dtype=np.float32).reshape(4, 5))
+    Y = tf.reshape(X, (2, 2, 5))
+    m = tf.constant([[True, False], [False, True]])
     sliced = gpe.function(pick_by_rank, adaptive=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", gpe.GpeWarning)
         for _ in range(6):
             assert np.array_equal(sliced(X, X > 7.0).numpy(), pick_by_rank(X, X > 7.0).numpy())
-    assert sliced.stats()["graph_calls"] == 3, sliced.stats()["fallbacks"]
+        assert sliced.stats()["graph_calls"] == 3, sliced.stats()["fallbacks"]
+        for _ in range(6):
+            assert np.array_equal(sliced(Y, m).numpy(), pick_by_rank(Y, m).numpy())
+    assert sliced.stats()["graph_calls"] == 6, sliced.stats()
 
 
 def masked_lstm(masking, lstm, x):

@@ -262,9 +262,11 @@ class Items:
 
 
 def _shape_free(described: tuple) -> tuple:
+    """`described` with each tensor's dimensions left out but its rank, which the slicer
+    may fold (`if len(X.shape) == 3:`, slicer/chainkinds.py)."""
     def strip(entry):
         if isinstance(entry, tuple) and entry and entry[0] == "tensor":
-            return entry[:2]
+            return entry[:2] + (None if entry[2] is None else len(entry[2]),)
         if isinstance(entry, tuple) and entry and entry[0] == "sequence":
             return entry[:2] + (tuple(strip(e) for e in entry[2]),)
         if isinstance(entry, tuple) and entry and entry[0] == "mapping":
