@@ -12,7 +12,7 @@ import inspect
 
 import gast
 
-from . import anno, shapes, splice
+from . import anno, namespaces, shapes, splice
 from .anno import Key
 from .chains import chain_root, dotted, is_static, user_code
 from .facts import CALLEE_ARG_KINDS, TF_KINDS, Kind
@@ -53,7 +53,8 @@ def callee_kind(inf, node: gast.Call) -> Kind | None:
     paths = verdict and reads(inf, verdict.reads, sites)
     if paths is not None and verdict is not None:  # and from its own namespace (guarded
         if any(number and path in inf.facts.dynamic_paths  # unless a number there
-               for path, number in verdict.globals):  # keeps changing: traced stale)
+               for path, number in verdict.globals) or \
+                _changes_numbers(inf, verdict.globals):  # keeps changing: traced stale)
             return None
         paths = paths + verdict.globals
     checks = verdict and tests(node, verdict.tests, sites, sent)
@@ -174,6 +175,26 @@ def in_order(fn, node: gast.Call, bound: int) -> list | None:
 
 
 
+def _changes_numbers(inf, paths: tuple) -> bool:
+    """Whether the caller may change an object on the way to a number a callee reads from
+    its own namespace (`layer.rate += 0.25` before `forward(x)`, whose `layer(x)` reads
+    `layer.rate` through its closure): its trace would have the value from before."""
+    changed = {id(v) for v in (inf.facts.objects.get(r, inf.parsed.lookup(r))
+                               for r in inf.mutated) if v is not MISSING}
+    for path, number in paths:
+        if not number:
+            continue
+        root, *attrs = path.split(".")
+        value = namespaces.resolve(root)
+        for attr in attrs[:-1]:
+            if value is MISSING or id(value) in changed:
+                break
+            value = getattr(value, attr, MISSING)
+        if value is not MISSING and id(value) in changed:
+            return True
+    return False
+
+
 def reads(inf, reads: tuple, sites: list) -> tuple | None:
     """The callee's reads from its object arguments as the caller's paths; None where
     one cannot be guarded here (an object with no path, a number the caller changes
@@ -273,20 +294,12 @@ def method_reads(inf, node: gast.Call, fkind: Kind) -> Kind:
     changed = [path for path, number in paths if number and (
         path in inf.facts.dynamic_paths or chain_root(owner).id in inf.mutated)]
     if base is None or changed:
+        why = inf.facts.why_host(value) if inf.facts.why_host is not None and \
+            reads is None else None
         anno.set(node.func, Key.KIND, Kind.HOST)
         anno.set(node.func, Key.WHY_HOST, f"its trace would freeze `{changed[0]}`, which "
                  "changes between or during calls" if changed else
-                 "its trace reads a number of a layer it holds in a list")
+                 why or "its trace reads a number of a layer it holds in a list")
         return Kind.HOST
     anno.set(node, Key.CALLEE_READS, tuple(anno.get(node, Key.CALLEE_READS, ())) + paths)
-    return fkind
-    attrs = inf.facts.reads(inf.value_of(node.func))
-    if not attrs:
-        return fkind
-    base = path_of(inf, node.func.value)
-    if base is None:
-        anno.set(node.func, Key.KIND, Kind.HOST)
-        return Kind.HOST
-    anno.set(node, Key.CALLEE_READS, tuple(anno.get(node, Key.CALLEE_READS, ())) +
-             tuple((f"{base}.{attr}", False) for attr in attrs))
     return fkind

@@ -214,23 +214,35 @@ class _Inferer:
         self.layers for v in layer.trainable_variables if len(v.shape) > 1]`, the filters
         on what the trace knows of each element), with TF values for elements: a list of
         TF values the TF part builds (unrolled); else a host list."""
+        return self._comprehension(node, [node.elt], Kind.TF_OBJECT)
+
+    def _DictComp(self, node: gast.DictComp) -> Kind:
+        """`{name: value for name, value in zip(self.names, outputs)}` (TF's style-transfer
+        model): as a list comprehension, a dict of TF values under keys the trace knows."""
+        return self._comprehension(node, [node.key, node.value], Kind.TENSOR)
+
+    def _comprehension(self, node, parts: list[gast.expr], built: Kind) -> Kind:
         env, constants = dict(self.env), set(self.constants)
         counting = True
         for gen in node.generators:
             self.expr(gen.iter)
             fixed = ((is_range(gen.iter) and anno.get(gen.iter, Key.CONSTANT, False))
                      or anno.get(gen.iter, Key.KIND) == Kind.TF_OBJECT)  # model.weights
-            counting = counting and fixed and isinstance(gen.target, gast.Name)
+            counting = counting and fixed and (isinstance(gen.target, gast.Name) or (
+                isinstance(node, gast.DictComp) and isinstance(gen.target, gast.Tuple)
+                and all(isinstance(e, gast.Name) for e in gen.target.elts)))
             chainkinds.bind_loop_target(self, gen.target, gen.iter)
             self._note_constant(gen.target, fixed and is_range(gen.iter))
             for condition in gen.ifs:
                 self.expr(condition)
                 counting = counting and anno.get(condition, Key.KIND) not in TF_KINDS and \
                     reproduced.expression(condition, set(), set())
-        kind = self.expr(node.elt)
+        kinds = [self.expr(part) for part in parts]
         self.env, self.constants = env, constants  # the comprehension's own scope
-        tf_elements = kind in TF_KINDS and tf_evaluable(node.elt)  # (not `a if int(t) ...`)
-        return Kind.TF_OBJECT if counting and tf_elements else Kind.HOST
+        # (not `a if int(t) ...`)
+        tf_elements = kinds[-1] in TF_KINDS and tf_evaluable(parts[-1]) and all(
+            k not in (Kind.HOST, Kind.HOST_ONLY) for k in kinds)
+        return built if counting and tf_elements else Kind.HOST
 
     _GeneratorExp = _ListComp  # `sum(f(w) for w in weights)`: unrolled as the list is
 

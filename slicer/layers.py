@@ -30,7 +30,7 @@ import gast
 
 from . import anno, arity, nodes
 from .anno import Key
-from .callees import host_statement, pure_body, reads_python_numbers
+from .callees import host_statement, pure_body
 from .errors import Refusal
 from .facts import ArgFact, Facts, Kind
 from .parser import parse
@@ -69,9 +69,6 @@ def judge_layer_call(call: Callable, layer: Any, classify: Callable[[Any], Kind]
         analyse(parsed, facts, until=Pass.PLACEMENT)
     except (Refusal, SyntaxError, TypeError, ValueError) as exc:
         return None, f"its `call` cannot be analysed ({exc})"
-    if reads_python_numbers(parsed.node):
-        return None, (f"its `call` reads a Python number from the layer "
-                      f"({_where(parsed, parsed.node)}), frozen if traced")
     if pure_body(parsed.node) is None:
         return None, host_statement(parsed) or "its `call` does host work"
     try:

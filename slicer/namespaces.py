@@ -103,10 +103,13 @@ def free_reads(parsed: Parsed, params: set[str]) -> tuple[tuple[str, bool], ...]
                 rest = path[len(first):]
                 found[root(fn, first) + rest] = anno.get(node, Key.KIND) is not None and \
                     anno.get(node, Key.KIND).name == "PY_SCALAR"
-        elif isinstance(node, gast.Call):
+        elif isinstance(node, gast.Call):  # (what a callee or layer called here reads)
             for path, number in anno.get(node, Key.CALLEE_READS, ()):
-                if is_root(path.split(".")[0]):
+                first = path.split(".")[0]
+                if is_root(first):
                     found.setdefault(path, number)
+                elif first not in stored and _namespaced(fn, first):
+                    found[root(fn, first) + path[len(first):]] = number  # `layer.rate`
     return tuple(sorted(found.items()))
 
 

@@ -135,3 +135,64 @@ def test_a_step_that_sets_the_flag_before_calling_the_layer_matches_eager():
     (reason,) = step.stats()["fallbacks"]
     assert "its trace would freeze `net.training`, which changes between or during " \
         "calls" in reason, reason
+
+
+class Damped(keras.layers.Layer):
+    """A layer reading a Python number of its own in `call` (not a flag: a factor)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rate = 0.5
+
+    def call(self, x):
+        return x * self.rate
+
+
+def test_a_number_a_layer_reads_is_guarded_called_directly_or_through_a_helper():
+    """`x * self.rate` in a layer's `call` (TF's style-transfer model reads
+    `self.num_style_layers`): traced with the number and guarded by the caller, at its
+    path, like a flag; also where the step reaches the layer through a helper's closure
+    (the helper's reads of what it calls are its namespace's paths, guarded by the
+    caller: before, a flag read so was guarded nowhere)."""
+    def program(wrap, log):
+        net, layer = built_model(), Damped()
+        layer(X)
+
+        def forward(x):
+            return tf.reduce_sum(net(x)) + tf.reduce_sum(layer(x))
+
+        def step(x):
+            return forward(x) * 2.0
+        step = wrap(step)
+        results = []
+        for i in range(10):
+            net.training = i < 5
+            layer.rate = 0.5 if i < 7 else 2.0
+            results.append(step(X))
+        return results, {}
+    (step,) = differential(program)
+    stats = step.stats()
+    assert stats["graph_calls"] == 9, stats  # all but the profile call (the changes rebuild)
+    assert len(stats["guard_failures"]) == 2, stats
+
+
+def test_a_flag_a_layer_reads_through_a_helper_is_guarded():
+    """A wrong answer before: `forward(x)` reaches `net` through its closure, and the
+    flag `net(x)` folds was guarded nowhere: after the flip every sliced call used the
+    flag the build saw."""
+    def program(wrap, log):
+        net = built_model()
+
+        def forward(x):
+            return tf.reduce_sum(net(x))
+
+        def step(x):
+            return forward(x) * 2.0
+        step = wrap(step)
+        results = []
+        for i in range(8):
+            net.training = i < 4
+            results.append(step(X))
+        return results, {}
+    (step,) = differential(program)
+    assert step.stats()["graph_calls"] == 7, step.stats()

@@ -9,6 +9,7 @@ class whose `call` has Python side effects (a print, a counter) stays on the hos
 from __future__ import annotations
 
 import inspect
+import os
 import threading
 import types
 import weakref
@@ -433,6 +434,14 @@ def reads(value: Any) -> tuple[tuple[str, bool], ...] | None:
             continue
         base = "" if sub is value else _path_to(value, sub)
         if base is None and any(number for _, number in own):
+            call = getattr(type(sub).call, "__code__", None)
+            where = f" ({os.path.basename(call.co_filename)}:{call.co_firstlineno})" \
+                if call is not None else ""
+            read = next(p for p, number in own if number)
+            _why_host[sub] = (f"{type(sub).__qualname__}.call{where} reads a Python number "
+                              f"from the layer (`self.{read}`), which its trace would freeze, "
+                              "and no attribute path from the model reaches the layer to "
+                              "guard it (a layer in a list or a functional model's graph)")
             return None
         if base is None:
             continue  # (objects of a module in a list: as the list's own guard leaves them)
