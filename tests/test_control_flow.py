@@ -208,10 +208,11 @@ def test_star_args_kwargs_and_lists_of_tensors():
     a, b = X, X * 2
     check(make, [(a, b), (a, b, {"__kwargs__": True, "scale": 0.5, "bias": a}),
                  (a, b), (a, b, {"__kwargs__": True, "scale": 0.5, "bias": a}), (a, b)],
-          graph_calls=2, host_ops_allowed=frozenset({"Sum", "Const"}))
-    # the loop over `extra` is followed by the TF part until its first profile call sees
-    # `name` (a str) cannot cross: then it is sliced again with that work on the host, and
-    # profiled once more (so only 2 of the 5 calls run sliced)
+          graph_calls=3, host_ops_allowed=frozenset({"Sum", "Const"}))
+    # `extra[name]` with `name` a key only the host knows is indexed on the host (the dict
+    # of tensors crosses): the calls with `extra` are another key, profiled once (so 3
+    # of the 5 calls run sliced; before, the loop was followed by the TF part until a
+    # profile call saw `name` cannot cross, and sliced and profiled again: 2 of 5)
 
 
 def test_a_tuple_of_tensors_argument_crosses_as_a_structure():
