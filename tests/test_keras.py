@@ -249,11 +249,9 @@ def test_a_models_own_step_method_runs_in_the_graph():
 
 def test_lstm_language_model_step_with_state_on_the_object():
     """An Embedding (IndexedSlices gradients) and a Keras LSTM under the tape, the state
-    kept on the trainer between calls and read inside the tape. It ran in the TF part (its
-    gradient adds variant tensors: gpe's ordered AddN must leave those to AddN), equal to
-    eager here by the luck of small sizes: a Keras recurrent layer's graph gradient adds
-    per-step gradients in another order than eager's tape (tests/test_recurrent.py), so
-    the step runs eagerly now, saying why."""
+    kept on the trainer between calls and read inside the tape: in the TF part, the LSTM
+    traced unrolled (its While's gradient adds per-step gradients in another order than
+    eager's tape: tests/test_recurrent.py), bit for bit eager's."""
     tokens = tf.constant(RNG.integers(0, 12, size=(4, 5)))
     targets = tf.constant(RNG.integers(0, 12, size=(4, 5)))
 
@@ -282,8 +280,8 @@ def test_lstm_language_model_step_with_state_on_the_object():
             trainer.state = [h, c]
             return loss
         return train_step, {f"p{i}": v for i, v in enumerate(params)}
-    under = check(make, [(tokens, targets)] * 5, graph_calls=0)
-    assert "LSTM is a Keras recurrent layer" in " ".join(under.target.stats()["fallbacks"])
+    under = check(make, [(tokens, targets)] * 5)
+    assert under.target.stats()["graph_calls"] >= 2, under.target.stats()
 
 
 def test_keras_functions_run_in_the_graph():

@@ -635,7 +635,7 @@ PROGRAMS = ["keras_custom_step", "sequential_host_in_tape", "gan", "vae", "lstm_
             "lr_schedule_object", "numpy_mid_step", "lenet_cnn", "generator_batches"]
 SAMPLE = ["keras_custom_step", "numpy_mid_step", "generator_batches"]
 # programs whose step runs eagerly by design, with the reason gpe gives
-EAGER = {"lstm_lm": "is a Keras recurrent layer"}  # (tests/test_recurrent.py)
+EAGER: dict[str, str] = {}  # program -> the reason it runs eagerly by design (none now)
 STEPS = 16
 
 slow = pytest.mark.slow

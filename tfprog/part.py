@@ -23,7 +23,7 @@ from ..slicer.plan import ChannelKind, SlicePlan
 from .channels import NONE_SPEC, ValueSpec, any_size, flatten, read_variable, unflatten
 from .exact import exact_arithmetic
 from .hostvalue import HostValue, Speculated, constant, python_leaf_spec
-from . import asserts, iterations, losses, randomness, rows, usercalls
+from . import asserts, iterations, losses, randomness, recurrent, rows, usercalls
 from .failing import can_fail
 from .unreached import Unreached, untraced
 
@@ -476,7 +476,7 @@ def _trace(plan, tf_factory, bound, specs, layouts, folded, nested, seeds) -> Tr
     signature = [RESOURCE] * (len(plan.channels) + sum(
         p.queue_count for p in nested if p is not None))
     try:
-        with exact_arithmetic(), asserts.intercept(runtime.uid), \
+        with exact_arithmetic(), recurrent.unrolled(), asserts.intercept(runtime.uid), \
                 randomness.recording(runtime.random), losses.recording(runtime.losses):
             runtime.concrete = tf.function(traced, input_signature=signature,
                                            autograph=False).get_concrete_function()

@@ -31,7 +31,7 @@ from tensorflow.python.distribute import mirrored_run
 from tensorflow.python.distribute import values as dist_values
 
 from ..slicer.plan import Channel, ChannelKind, SlicePlan
-from . import asserts, losses, randomness
+from . import asserts, losses, randomness, recurrent
 from .channels import unflatten
 from .exact import exact_arithmetic
 from .part import Part, PartError, RESOURCE, TraceRuntime
@@ -138,7 +138,7 @@ def build_replica_part(plan: SlicePlan, tf_factory, bound: dict, specs: dict, la
 
     traced.__name__ = f"gpe_{plan.name}_replicas"
     try:
-        with exact_arithmetic(), asserts.intercept(runtime.uid), \
+        with exact_arithmetic(), recurrent.unrolled(), asserts.intercept(runtime.uid), \
                 randomness.recording(runtime.random), _noting_merges(runtime), \
                 losses.recording(losses.Recorder()) as added:
             concrete = tf.function(traced, input_signature=[RESOURCE] * (n * replicas),

@@ -21,6 +21,7 @@ import tensorflow as tf
 from . import keras_methods
 from ... import slicer  # (its layers module: loaded when a layer is judged)
 from ...slicer.facts import Kind
+from ...tfprog import recurrent
 
 try:
     import keras
@@ -224,8 +225,7 @@ def _keras_kind(obj: Any) -> Kind | None:
             return Kind.HOST
         return None
     if isinstance(obj, keras.layers.Layer):
-        if _recurrent(obj):
-            return Kind.HOST
+        _recurrent(obj)
         if _top(getattr(type(obj).__call__, "__module__", "") or "") != "keras":
             return _module_kind(obj)  # a user's own __call__ (older TF2 examples' models)
         return Kind.TF_EFFECT_OP if _keras_all_the_way(obj) or _all_tf(obj) else Kind.HOST
@@ -238,21 +238,14 @@ def _keras_kind(obj: Any) -> Kind | None:
     return None
 
 
-def _recurrent(layer: Any) -> bool:
-    """A Keras recurrent layer in `layer`'s tree (LSTM, GRU, an RNN: not unrolled): its loop
-    is a While in a graph, whose gradient adds the weights' per-step gradients one step at
-    a time, where the eager tape adds them in one AddN: its gradients differ from eager's
-    in the last bits (Adam can turn that into rel 8 in a zero gradient's update). It runs
-    on the host, eagerly, with that reason."""
-    found = next((sub for sub in layer._flatten_layers(include_self=True, recursive=True)
-                  if isinstance(sub, keras.layers.RNN) and not sub.unroll), None)
-    if found is not None:
-        try:
-            _why_host[layer] = (f"{type(found).__name__} is a Keras recurrent layer (its "
-                                "gradients in a graph differ from eager's in the last bits)")
-        except TypeError:  # (no weak reference to it)
-            pass
-    return found is not None
+def _recurrent(layer: Any) -> None:
+    """The Keras recurrent layers in `layer`'s tree that are not unrolled (LSTM, GRU, an
+    RNN): a TF part traces them unrolled (tfprog/recurrent.py: a While's gradient adds the
+    per-step gradients in another order than eager's tape; unrolled, the bits are
+    eager's)."""
+    for sub in layer._flatten_layers(include_self=True, recursive=True):
+        if isinstance(sub, keras.layers.RNN) and not sub.unroll:
+            recurrent.register(sub)
 
 
 def _is_add_loss(function: Any) -> bool:
