@@ -105,6 +105,12 @@ class _Crossings:
         self.s = _State()
         self.loads = [(getattr(n, "lineno", 0), n.id) for n in scope.reads(parsed.node)]
         self.loops: list[gast.stmt] = []  # the MIRROR loops around the statement walked
+        # names the function declares global or nonlocal: the caller sees what they hold
+        # when it returns or raises, so the host holds them then (TF's `x = a + 1` after
+        # `global x`: tf.function's guide's leaky_function)
+        self.escaping = sorted({name for n in nodes.walk(parsed.node)
+                                if isinstance(n, (gast.Global, gast.Nonlocal))
+                                for name in n.names})
         for name, fact in facts.args.items():
             self.s.side[name], self.s.defs[name] = _HOST, ()
             self.s.on_host.add(name)
@@ -252,6 +258,8 @@ class _Crossings:
         # a name the statement binds on some paths only keeps its value from before on the
         # others: the host must hold that value too (`if c: z = 1.0` after TF's `z = t`)
         kept = anno.get(stmt, Key.KEEPS, frozenset()) & self._read_later(stmt)
+        if isinstance(stmt, (gast.Return, gast.Raise)):
+            kept |= set(self.escaping)
         self._to_host(sorted(anno.get(stmt, Key.READS) | kept), stmt)
         if not _trivial(stmt):
             self.s.host_work = True

@@ -224,3 +224,33 @@ def test_a_function_whose_only_tf_work_is_an_outlined_loop_runs_its_steps_in_the
     # the plan had no TF statement of its own: refused as "no TF work", its loop not outlined
     (body,) = f.builder.outlined.bodies.values()
     assert body.stats()["graph_calls"] >= 3, body.stats()
+
+
+LEAKED = None
+SEEN = []
+
+
+def read_leaked():
+    SEEN.append(float(LEAKED))
+
+
+def leaky_function(a):
+    """tf.function's guide's leaky_function (its "Known issues"): TF work rebinding a global."""
+    global LEAKED
+    LEAKED = a + 1.0
+    read_leaked()
+    return a + 2.0
+
+
+@pytest.mark.timeout(120)
+def test_a_global_rebound_by_tf_work_is_the_hosts_after_the_call():
+    global LEAKED
+    runs = []
+    for wrap in (lambda f: f, lambda f: gpe.function(f, adaptive=False)):
+        LEAKED, step = None, wrap(leaky_function)
+        SEEN.clear()
+        out = [(float(step(tf.constant(float(r)))), float(LEAKED)) for r in range(5)]
+        runs.append((out, list(SEEN)))
+    # the sliced calls left LEAKED (and what the helper read) at the last profile call's 3.0
+    assert runs[0] == runs[1]
+    assert step.stats()["graph_calls"] == 2, step.stats()
