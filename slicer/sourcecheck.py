@@ -13,6 +13,7 @@ from __future__ import annotations
 import __future__
 import dis
 import re
+import textwrap
 import types
 from typing import Callable
 
@@ -82,11 +83,23 @@ def fingerprint(code: types.CodeType) -> list:
 
 def _compiled(fn: Callable, source: str, filename: str) -> types.CodeType | None:
     flags = fn.__code__.co_flags & _FUTURE_FLAGS
-    module = compile(source, filename, "exec", flags=flags, dont_inherit=True)
-    for const in module.co_consts:
-        if isinstance(const, types.CodeType) and const.co_name == fn.__code__.co_name:
-            return const
-    return None
+    try:
+        module = compile(source, filename, "exec", flags=flags, dont_inherit=True)
+    except SyntaxError:
+        free = fn.__code__.co_freevars
+        if not free:
+            raise
+        # a def declaring `nonlocal y` compiles only inside a function binding y
+        enclosing = "def _gpe_enclosing():\n" + "".join(
+            f"    {name} = None\n" for name in free) + textwrap.indent(source, "    ")
+        module = compile(enclosing, filename, "exec", flags=flags, dont_inherit=True)
+        module = _named(module.co_consts, "_gpe_enclosing")
+    return _named(module.co_consts, fn.__code__.co_name)
+
+
+def _named(consts: tuple, name: str) -> types.CodeType | None:
+    return next((c for c in consts if isinstance(c, types.CodeType) and c.co_name == name),
+                None)
 
 
 def same_code(fn: Callable, source: str, filename: str) -> bool:

@@ -254,3 +254,30 @@ def test_a_global_rebound_by_tf_work_is_the_hosts_after_the_call():
     # the sliced calls left LEAKED (and what the helper read) at the last profile call's 3.0
     assert runs[0] == runs[1]
     assert step.stats()["graph_calls"] == 2, step.stats()
+
+
+def make_tripler():
+    """A closure rebinding its enclosing function's name (`nonlocal y; y = a * 3.0`)."""
+    y = None
+
+    def tripler(a):
+        nonlocal y
+        y = a * 3.0
+        return a + 1.0
+
+    def read():
+        return y
+
+    return tripler, read
+
+
+@pytest.mark.timeout(120)
+def test_a_nonlocal_rebound_by_tf_work_is_sliced_and_seen_after_the_call():
+    runs = []
+    for wrap in (lambda f: f, lambda f: gpe.function(f, adaptive=False)):
+        fn, read = make_tripler()
+        step = wrap(fn)
+        runs.append([(float(step(tf.constant(float(r)))), float(read())) for r in range(5)])
+    assert runs[0] == runs[1]
+    # refused before as "source-changed": its def alone does not compile (`nonlocal y`)
+    assert step.stats()["graph_calls"] == 2, step.stats()
