@@ -105,9 +105,8 @@ class _Crossings:
         self.s = _State()
         self.loads = [(getattr(n, "lineno", 0), n.id) for n in scope.reads(parsed.node)]
         self.loops: list[gast.stmt] = []  # the MIRROR loops around the statement walked
-        # names the function declares global or nonlocal: the caller sees what they hold
-        # when it returns or raises, so the host holds them then (TF's `x = a + 1` after
-        # `global x`: tf.function's guide's leaky_function)
+        # names declared global or nonlocal: the caller sees them once the function returns
+        # or raises, so the host holds them then (`global x; x = a + 1`: leaky_function)
         self.escaping = sorted({name for n in nodes.walk(parsed.node)
                                 if isinstance(n, (gast.Global, gast.Nonlocal))
                                 for name in n.names})
