@@ -32,7 +32,7 @@ from .errors import Refusal
 from .facts import TF_KINDS, Facts, Kind
 from .hoist import is_tf_with
 from .parser import MISSING, Parsed
-from .placement import Place, mirrored_statements
+from .placement import Place, loop_targets, mirrored_statements
 from .words import spell, temporaries
 
 _HOST, _TF, _BOTH = "host", "tf", "both"
@@ -336,11 +336,7 @@ class _Crossings:
         tf_writes = {n for c in tf_stmts for n in anno.get(c, Key.WRITES, ())}
         host_writes = {n for c in inner if anno.get(c, Key.PLACE) != Place.TF
                        and not anno.get(c, Key.MIRROR) for n in anno.get(c, Key.WRITES, ())}
-        # the targets of this loop and of the loops the TF part follows inside: the host
-        # binds them (each iteration's value goes with its flag), not what was before
-        host_writes |= {n.id for c in [stmt] + inner if isinstance(c, gast.For) and (
-            c is stmt or anno.get(c, Key.MIRROR)) for n in nodes.walk(c.target)
-            if isinstance(n, gast.Name)}
+        host_writes |= loop_targets([stmt] + inner)
         tf_reads = {n for c in tf_stmts for n in anno.get(c, Key.READS, ())}
         self._host_order(stmt)
         # a name the host rebinds or mutates inside, from a value it reads there (`y[0] =

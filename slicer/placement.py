@@ -84,6 +84,15 @@ def mirrored_statements(stmt: gast.stmt):
             yield from mirrored_statements(child)
 
 
+def loop_targets(stmts: list) -> set:
+    """The targets of the first (a loop the TF part follows) and of the loops it follows
+    inside (`for metric in metrics` in the step loop): the host binds them, each
+    iteration's value going with its flag, not a value from before the loop."""
+    return {n.id for c in stmts if isinstance(c, gast.For) and (
+        c is stmts[0] or anno.get(c, Key.MIRROR)) for n in nodes.walk(c.target)
+        if isinstance(n, gast.Name)}
+
+
 def _iteration_local(fn: gast.FunctionDef, loop: gast.stmt, name: str) -> bool:
     """`name` is a value of one iteration of `loop` only (`grads = tape.gradient(...)`, then
     `grads = clip(grads)` on the host): the loop's body binds it before any read, at its top

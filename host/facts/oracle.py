@@ -113,11 +113,8 @@ def classify(obj: Any) -> Kind:
         return Kind.HOST  # tf.Variable(...) and other constructors run eagerly on the host
     if getattr(type(obj), "_gpe_sliced", False):
         return Kind.SLICED_FN
-    if isinstance(obj, _TF_FUNCTION):
-        # a tf.function, or a tf.function method bound to its object (`model.loss_func`
-        # of a tf.Module): calling it runs its graph, in the TF part as eagerly (its
-        # Python ran when it was traced); it may change TF state
-        return Kind.TF_EFFECT_OP
+    if isinstance(obj, _TF_FUNCTION):  # a tf.function, bound or not (`model.loss_func`):
+        return Kind.TF_EFFECT_OP           # its graph, which may change TF state
     keras_kind = _keras_kind(obj)
     if keras_kind is not None:
         return keras_kind
