@@ -168,8 +168,18 @@ class SlicePlan:
     def host_only_work(self) -> bool:
         """No statement runs in the graph, nor a nested call's TF part, nor the body of a
         training loop outlined (its passes run as a function gpe slices)."""
-        return not self.nested and not self.outlines and all(
-            line.place != "TF" for line in self.lines)
+        return not self.outlines and self._no_tf_statement
+
+    @property
+    def outlined_only(self) -> bool:
+        """Its only TF work is in the bodies of training loops outlined, which run sliced
+        in its profile calls (host/variants/outlined.py): a variant would run the loops'
+        TF work eagerly, so every call is a profile call."""
+        return bool(self.outlines) and self._no_tf_statement
+
+    @property
+    def _no_tf_statement(self) -> bool:
+        return not self.nested and all(line.place != "TF" for line in self.lines)
 
     def where(self, lineno: int) -> str:
         """The user's file and line, for messages."""

@@ -63,6 +63,16 @@ class NotBuilt(Exception):
         self.plan = plan
 
 
+def _with_tf_work(plan: SlicePlan) -> SlicePlan:
+    """`plan`, unless its only TF work is in training loops' bodies it outlines: then
+    NotBuilt (the call is profiled with it: those bodies run sliced from their loop's
+    fourth pass; a variant would run them eagerly)."""
+    if plan.outlined_only:
+        raise NotBuilt("its only TF work is in the training loops' bodies its profile "
+                       "calls run sliced", retry=False, plan=plan)
+    return plan
+
+
 class Builder:
     def __init__(self, owner):
         self.owner = weakref.proxy(owner)  # the SlicedFunction (it holds this builder)
@@ -91,7 +101,7 @@ class Builder:
             if captured == self._capture_types(plan, values):
                 self.last_plan = plan
                 self.taken_under[id(plan)] = assumed.plan_state()
-                return plan
+                return _with_tf_work(plan)
         facts = signature.facts_for(described, values)
         facts = dataclasses.replace(facts, **assumed.facts(), reads=oracle.reads,
                                     iterables=assumed.iterables_for(facts.objects))
@@ -124,7 +134,7 @@ class Builder:
         if log.isEnabledFor(logging.DEBUG):  # the sources are unparsed only for this
             log.debug("sliced %s\n--- host ---\n%s\n--- TF ---\n%s", self.owner.__qualname__,
                       plan.host_source, plan.tf_source)
-        return plan
+        return _with_tf_work(plan)
 
     def nothing_for_graph(self, plan: SlicePlan) -> bool:
         """Nothing of `plan` runs in the graph, and no loop over an object remains that
