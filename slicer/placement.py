@@ -40,7 +40,7 @@ _KEYWORDS = {gast.If: "if", gast.For: "for", gast.While: "while", gast.Try: "try
              gast.Nonlocal: "nonlocal"}
 
 
-_LEAVES = (gast.Break, gast.Continue, gast.Return, gast.Yield, gast.YieldFrom, gast.With,
+_LEAVES = (gast.Break, gast.Continue, gast.Return, gast.Yield, gast.YieldFrom,
            gast.Try, gast.FunctionDef, gast.ClassDef, gast.Global, gast.Nonlocal)
 
 
@@ -154,6 +154,8 @@ def _fully_tf(stmt: gast.stmt) -> bool:
         return False
     if isinstance(stmt, (gast.For, gast.If)):
         return True  # a nested loop or branch, already checked
+    if isinstance(stmt, gast.With):  # `with tf.device(...)`: a TF context, and its body
+        return all(_fully_tf(s) for s in stmt.body)
     value = getattr(stmt, "value", None)
     return value is not None and tf_evaluable(value)
 
@@ -439,8 +441,9 @@ class _Placer:
     def _plain(self, node: gast.AST) -> bool:
         """Constants, names computed on both sides or fixed for the call, arithmetic on
         them, and the math module's constants and functions (`math.log(2.0 * math.pi)`)."""
-        if isinstance(node, gast.Name):
-            return node.id in self.both or node.id in self.fixed
+        if isinstance(node, gast.Name):  # (or a module's number the TF part folds too)
+            return node.id in self.both or node.id in self.fixed or \
+                node.id in anno.get(self.parsed.node, Key.GLOBALS, frozenset())
         if isinstance(node, gast.Call):  # `max(n - 1, 0)`: a pure builtin (kinds: constant)
             pure = self._math(node.func) or (
                 isinstance(node.func, gast.Name) and node.func.id in CONSTANT_BUILTINS

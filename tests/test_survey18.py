@@ -167,6 +167,29 @@ def test_module_numbers_changed_between_calls_are_read_anew():
         space.update(N_TOWERS=2, SCALE=1.5)
 
 
+ROWS = 4
+
+
+def towers_on_devices(x):
+    """The multi-GPU towers' shape closer still: a `with tf.device(...)` block in each
+    tower, the tower's size a Python int of module numbers."""
+    with tf.GradientTape() as g:
+        g.watch(x)
+        s = tf.zeros(())
+        for i in range(N_TOWERS):
+            size = int(ROWS / N_TOWERS)
+            with tf.device('/cpu:0'):
+                s = s + tf.reduce_sum(x[i * size:(i + 1) * size])
+    return g.gradient(s, x)
+
+
+@pytest.mark.timeout(120)
+def test_a_device_block_in_a_loop_over_a_module_constant_runs_sliced():
+    """A `with` of TF's own inside a loop the TF part unrolls (it stopped the unrolling),
+    and `int(ROWS / N_TOWERS)` of module numbers computed on each side."""
+    _sliced(towers_on_devices, tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]]))
+
+
 def _sliced(fn, arg, calls=6):
     want = fn(arg).numpy()
     f = gpe.function(fn, adaptive=False)
