@@ -37,7 +37,6 @@ from .facts import Kind
 from .parser import parse
 
 DEPTH = 3  # a callee's own callees are spliced too, this many levels down
-_names = itertools.count()
 
 
 def note(inf, node: gast.Call, fn: Any) -> None:
@@ -132,6 +131,7 @@ def splice(fn_node: gast.FunctionDef, where: dict[int, tuple], caller: Any) -> i
     walked = list(nodes.walk(fn_node))
     wanted = {id(walked[i]): fn for i, fn in where.items()}
     done = 0
+    names = itertools.count()  # (per function: slicing it again gives the same names)
 
     def rewrite(stmts: list[gast.stmt]) -> list[gast.stmt]:
         nonlocal done
@@ -142,7 +142,8 @@ def splice(fn_node: gast.FunctionDef, where: dict[int, tuple], caller: Any) -> i
                         stmt, (gast.FunctionDef, gast.ClassDef)):
                     setattr(stmt, field, rewrite(getattr(stmt, field)))
             site = wanted.get(id(stmt))
-            body = _spliced(stmt, *site[:2], caller, fn_node) if site is not None else None
+            body = _spliced(stmt, *site[:2], caller, fn_node, next(names)) \
+                if site is not None else None
             if body is None:
                 out.append(stmt)
             else:
@@ -154,9 +155,10 @@ def splice(fn_node: gast.FunctionDef, where: dict[int, tuple], caller: Any) -> i
 
 
 def _spliced(stmt: gast.Assign | gast.Expr, fn: Any, bound: bool, caller: Any,
-             fn_node: gast.FunctionDef) -> list[gast.stmt] | None:
+             fn_node: gast.FunctionDef, number: int) -> list[gast.stmt] | None:
     """The statements that run `target = fn(...)` (or `fn(...)`) as Python would (`bound`:
-    a method, its first parameter the object the call's chain names), or None."""
+    a method, its first parameter the object the call's chain names; `number`: this
+    site's, in the names of its temporaries), or None."""
     call = stmt.value
     if not _eligible(fn, caller) or any(isinstance(a, gast.Starred) for a in call.args) or \
             any(k.arg is None for k in call.keywords):
@@ -186,7 +188,7 @@ def _spliced(stmt: gast.Assign | gast.Expr, fn: Any, bound: bool, caller: Any,
     local = _locals(callee)
     if _clashes(callee, local, fn_node) or _scoped(callee) & set(params):
         return None
-    suffix = f"_gpe_s{next(_names)}"
+    suffix = f"_gpe_s{number}"
     rename = {name: f"{name}{suffix}" for name in local}
     stored = stored_names(callee)
     if receiver is not None and (params[0] in stored or not _chain_kept(receiver, callee)):

@@ -505,3 +505,19 @@ def test_an_optimizer_keeping_tensors_in_lists_is_called_not_spliced():
         "Mul", "AddV2", "Sub", "Square", "RealDiv", "Sqrt", "AssignSubVariableOp",
         "ReadVariableOp", "Pow"}))
     assert "MatMul" not in under.host_ops, under.host_ops
+
+
+def test_slicing_again_names_the_spliced_temporaries_alike():
+    """A spliced callee's locals are renamed per call site; the names once came from a
+    process-wide counter, so each slicing of the same function named them anew, and a
+    plan sliced again with "`var_gpe_s0` cannot cross: on the host" met `var_gpe_s1`, then
+    `var_gpe_s2`...: TF Core's MLP step (its hand-written Adam spliced) profiled every call
+    and never ran sliced. Per function now: slicing again gives the same names."""
+    import gpe
+    epoch, _, calls = _module([], module_epoch)
+    sources = []
+    for _ in range(2):  # two functions of the same code, each slicing it once
+        f = gpe.function(epoch, adaptive=False)
+        f(*calls[0])
+        sources.append(f.builder.last_plan.host_source)
+    assert "_gpe_s0" in sources[0] and sources[0] == sources[1]
