@@ -18,6 +18,7 @@ from . import nodes
 from .templates import source_of
 
 TEMPORARY = re.compile(r"\b_gpe_[htn]\d+\b")  # hoist.py, unnest.py
+SPLICED = re.compile(r"\b([A-Za-z_]\w*?)_gpe_s\d+\b")  # a spliced callee's local (splice.py)
 # a variable the host reads, read in the TF part (hoist._read_value): `v.read_value()`
 READ_VARIABLE = re.compile(r"_gpe_rt\.read_variable\(([^()]*)\)")
 
@@ -34,8 +35,9 @@ def temporaries(fn: gast.FunctionDef) -> dict[str, str]:
 
 
 def user_terms(text: str, temps: Mapping[str, str], quote: bool = True) -> str:
-    """`text` with every temporary replaced by its expression (in backticks: `quote`).
-    A line that only binds one (`_gpe_h0 = expr`) reads as the expression."""
+    """`text` with every temporary replaced by its expression (in backticks: `quote`),
+    and a spliced callee's local by its own name (`fn_gpe_s9`: `fn`). A line that only
+    binds one (`_gpe_h0 = expr`) reads as the expression."""
     text = READ_VARIABLE.sub(r"\1.read_value()", text).replace(
         "_gpe_rt.read_variable", "read_value")
     bound = re.match(r"\s*(_gpe_[htn]\d+) = ", text)
@@ -46,7 +48,7 @@ def user_terms(text: str, temps: Mapping[str, str], quote: bool = True) -> str:
         if new == text:
             break
         text = new
-    return text
+    return SPLICED.sub(r"\1", text)  # (as the callee names it)
 
 
 def spell(name: str, temps: Mapping[str, str]) -> str:

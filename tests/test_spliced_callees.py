@@ -4,6 +4,7 @@ the loss with `.numpy()`) is spliced: its statements join the caller's, each pla
 own side, and the tape's TF work runs in the graph. Judged whole, the call was host work,
 its loss "made by host code inside a `with` block", and the whole step ran eagerly."""
 import functools
+import io
 
 import numpy as np
 import pytest
@@ -512,7 +513,8 @@ def test_slicing_again_names_the_spliced_temporaries_alike():
     process-wide counter, so each slicing of the same function named them anew, and a
     plan sliced again with "`var_gpe_s0` cannot cross: on the host" met `var_gpe_s1`, then
     `var_gpe_s2`...: TF Core's MLP step (its hand-written Adam spliced) profiled every call
-    and never ran sliced. Per function now: slicing again gives the same names."""
+    and never ran sliced. Per function now: slicing again gives the same names; messages
+    and explain give the callee's own names (`l`, not `l_gpe_s0`)."""
     import gpe
     epoch, _, calls = _module([], module_epoch)
     sources = []
@@ -521,3 +523,6 @@ def test_slicing_again_names_the_spliced_temporaries_alike():
         f(*calls[0])
         sources.append(f.builder.last_plan.host_source)
     assert "_gpe_s0" in sources[0] and sources[0] == sources[1]
+    # and what gpe tells the user names the callee's locals as the callee does
+    told = gpe.explain(f, file=io.StringIO())
+    assert "_gpe_" not in told and "l = model.objective(" in told, told

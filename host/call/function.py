@@ -331,8 +331,9 @@ class SlicedFunction:
         call's step runs its host part once per replica where it can (replicated.py)."""
         inside = next((line for line in plan.lines if line.eager_inside), None)
         if inside is not None and not self.replica_step:
-            self.note(f"its TF work runs on the host, eagerly: line {inside.lineno} "
-                      f"`{inside.source}`: {inside.reason.removeprefix('host: ')}")
+            self.note(plan.user_terms(
+                f"its TF work runs on the host, eagerly: line {inside.lineno} "
+                f"`{inside.source}`: {inside.reason.removeprefix('host: ')}", quote=False))
         if self.replica_step:
             self.host_work = True
             steps = replicated.host_work_steps(self, values)
